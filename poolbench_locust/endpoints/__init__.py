@@ -1,0 +1,1 @@
+"""Endpoints: one declarative `Endpoint` per server route, grouped by server."""

@@ -1,0 +1,101 @@
+"""What an endpoint is: a route, how to build its request body, how to read its JSON answer.
+
+The measuring engine (`poolbench_locust.engine`) knows nothing about any server; an endpoint
+knows nothing about timing or Locust. Adding a server is adding a few `Endpoint` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from poolbench_locust.options import Settings
+
+Shape = Literal["texts", "pairs", "chat"]
+"""What a request carries: a batch of texts, a query with documents, or one chat conversation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    texts: tuple[str, ...]
+    """The texts to embed/classify, or the documents of a query."""
+    query: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a JSON answer says, as the engine needs it."""
+
+    items: int
+    """Embeddings, results or scores in the answer."""
+    prompt_tokens: int | None
+    """The server's own token count, None where the answer has none."""
+    first_vector: list[float] | str | None = None
+    """The first embedding (a float list, or a base64 string), for the optional vector check."""
+
+
+class AnswerError(Exception):
+    """The answer is valid JSON but not of the endpoint's shape."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    route: str
+    shape: Shape
+    body: Callable[[Inputs, Settings], dict[str, Any] | list[Any]]
+    answer: Callable[[Any], Answer]
+    server: Literal["vllm", "infinity", "tei"] = "vllm"
+    encodings: frozenset[str] = frozenset({"float"})
+    """The `--encoding-format` values this route can answer; bytes/bytes_only mean a binary body."""
+    usage_required: bool = True
+    """A JSON answer without a token count is a failure (vLLM always sends usage)."""
+    routes: tuple[str, ...] = ()
+    """Other routes that speak the same request, selectable with --endpoint-path."""
+
+
+def model_field(settings: Settings) -> dict[str, str]:
+    """An empty --model lets the server use its default, as vLLM and Infinity allow."""
+    return {"model": settings.model} if settings.model else {}
+
+
+def usage_tokens(doc: Mapping[str, Any]) -> int | None:
+    usage = doc.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    tokens = usage.get("prompt_tokens")
+    return tokens if isinstance(tokens, int) else None
+
+
+def items_of(doc: Any, key: str) -> list[Any]:
+    """doc[key] as a list, or AnswerError naming what was missing."""
+    value = doc.get(key) if isinstance(doc, Mapping) else None
+    if not isinstance(value, list):
+        raise AnswerError(f"answer has no {key!r} list")
+    return value
+
+
+def data_answer(vector_key: str | None) -> Callable[[Any], Answer]:
+    """Reader of the OpenAI-style `{"data": [...], "usage": {...}}` answers vLLM and Infinity share."""
+
+    def read(doc: Any) -> Answer:
+        data = items_of(doc, "data")
+        first = data[0].get(vector_key) if vector_key and data and isinstance(data[0], Mapping) else None
+        return Answer(len(data), usage_tokens(doc), first)
+
+    return read
+
+
+def dimensions_field(settings: Settings, name: str = "dimensions") -> dict[str, int]:
+    return {name: settings.dimensions} if settings.dimensions else {}
+
+
+def results_answer(doc: Any) -> Answer:
+    """Reader of rerank answers: `results`, tokens in `usage` or, in Cohere's /v2 form, `meta.tokens`."""
+    results = items_of(doc, "results")
+    tokens = usage_tokens(doc)
+    if tokens is None:
+        meta = doc.get("meta")
+        counted = meta.get("tokens") if isinstance(meta, Mapping) else None
+        tokens = counted.get("input_tokens") if isinstance(counted, Mapping) else None
+    return Answer(len(results), tokens if isinstance(tokens, int) else None)

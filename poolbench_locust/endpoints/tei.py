@@ -1,0 +1,37 @@
+"""Hugging Face text-embeddings-inference (TEI) routes (WIRE.md, "TEI").
+
+TEI answers bare JSON lists without usage; its token count and timings come in headers, which
+the engine reads for every endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from poolbench_locust.endpoints.spec import Answer, AnswerError, Endpoint, dimensions_field
+
+
+def _bare_list(doc: Any) -> Answer:
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    first = doc[0] if doc and isinstance(doc[0], list) else None
+    return Answer(len(doc), None, first)
+
+
+TEI_EMBED = Endpoint(
+    route="/embed",
+    shape="texts",
+    server="tei",
+    body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
+    answer=_bare_list,
+    usage_required=False,
+)
+
+TEI_RERANK = Endpoint(
+    route="/rerank",
+    shape="pairs",
+    server="tei",
+    body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
+    answer=_bare_list,
+    usage_required=False,
+)

@@ -1,0 +1,103 @@
+"""vLLM's pooling routes (WIRE.md, "vLLM pooling routes"), including its Cohere-style /v2 routes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from poolbench_locust.endpoints.spec import (
+    Answer,
+    AnswerError,
+    Endpoint,
+    data_answer,
+    dimensions_field,
+    model_field,
+    results_answer,
+)
+from poolbench_locust.options import Settings
+from poolbench_locust.wire import ENCODINGS
+
+
+def _encoding_fields(settings: Settings) -> dict[str, Any]:
+    fields: dict[str, Any] = {"encoding_format": settings.encoding_format}
+    if settings.encoding_format != "float":
+        fields["embed_dtype"] = settings.embed_dtype
+        fields["endianness"] = settings.endianness
+    return fields | dimensions_field(settings)
+
+
+def _cohere_embed_answer(doc: Any) -> Answer:
+    embeddings = doc.get("embeddings") if isinstance(doc, Mapping) else None
+    floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
+    if not isinstance(floats, list):
+        raise AnswerError("answer has no 'embeddings.float' list")
+    meta = doc.get("meta")
+    billed = meta.get("billed_units") if isinstance(meta, Mapping) else None
+    tokens = billed.get("input_tokens") if isinstance(billed, Mapping) else None
+    return Answer(len(floats), tokens if isinstance(tokens, int) else None, floats[0] if floats else None)
+
+
+EMBEDDINGS = Endpoint(
+    route="/v1/embeddings",
+    shape="texts",
+    body=lambda x, s: {**model_field(s), "input": list(x.texts), **_encoding_fields(s)},
+    answer=data_answer("embedding"),
+    encodings=frozenset(ENCODINGS),
+)
+
+EMBEDDINGS_CHAT = Endpoint(
+    route="/v1/embeddings",
+    shape="chat",
+    body=lambda x, s: {
+        **model_field(s),
+        "messages": [{"role": "user", "content": text} for text in x.texts],
+        **_encoding_fields(s),
+    },
+    answer=data_answer("embedding"),
+    encodings=frozenset(ENCODINGS),
+)
+
+POOLING = Endpoint(
+    route="/pooling",
+    shape="texts",
+    body=lambda x, s: {**model_field(s), "input": list(x.texts), **_encoding_fields(s)},
+    answer=data_answer("data"),
+    encodings=frozenset(ENCODINGS),
+)
+
+RERANK = Endpoint(
+    route="/rerank",
+    shape="pairs",
+    body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts)},
+    answer=results_answer,
+    routes=("/v1/rerank", "/v2/rerank"),
+)
+
+# text_1/text_2 is the form every vLLM release with /score accepts.
+SCORE = Endpoint(
+    route="/score",
+    shape="pairs",
+    body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": list(x.texts)},
+    answer=data_answer(None),
+    routes=("/v1/score",),
+)
+
+CLASSIFY = Endpoint(
+    route="/classify",
+    shape="texts",
+    body=lambda x, s: {**model_field(s), "input": list(x.texts)},
+    answer=data_answer(None),
+)
+
+COHERE_EMBED = Endpoint(
+    route="/v2/embed",
+    shape="texts",
+    body=lambda x, s: {
+        **model_field(s),
+        "texts": list(x.texts),
+        "input_type": "search_document",
+        "embedding_types": ["float"],
+        **dimensions_field(s, "output_dimension"),
+    },
+    answer=_cohere_embed_answer,
+)

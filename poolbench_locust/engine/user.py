@@ -1,0 +1,285 @@
+"""The measuring engine: one `EndpointUser` that every endpoint's User class declares itself on.
+
+A request goes out on FastHttpUser's client with `stream=True, catch_response=True`, so Locust
+returns at the response headers; the engine then reads the body to its last byte itself, stops
+the clock there, and lets Locust's own ResponseContextManager fire exactly one request event
+with the end-to-end time, the bytes received and the pooling figures in `context`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import ssl
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, ClassVar
+
+import gevent
+import orjson
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+from locust import FastHttpUser, task
+from locust.exception import StopUser
+
+from poolbench_locust.endpoints.spec import Endpoint
+from poolbench_locust.engine import answer as checks
+from poolbench_locust.engine.body import BadResponse, Body, read_body
+from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.wire import (
+    BINARY_ENCODINGS,
+    DTYPE_SIZES,
+    JSON,
+    OCTET_STREAM,
+    TEI_TIMING_HEADERS,
+    TEI_TOKENS_HEADER,
+)
+from poolbench_locust.workload import PreparedRequest, request_pool
+
+logger = logging.getLogger(__name__)
+
+ERROR_BODY_LIMIT = 64 * 1024
+"""An error page is read up to this much for its message; past it the connection is dropped."""
+
+ANY_STATUS = frozenset(range(100, 600))
+"""geventhttpclient closes the connection on a status it calls bad before the body is read;
+accepting every status lets the engine read the error body for its message, on a connection
+that stays usable."""
+
+
+@dataclass
+class Plan:
+    """What every user of one User class shares under one set of options."""
+
+    settings: Settings
+    route: str
+    label: str
+    headers: dict[str, str]
+    requests: list[PreparedRequest]
+    dims: int | None = None
+    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+
+
+def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
+    """Raise OptionError for a combination the User class's endpoint cannot serve."""
+    endpoint = user_class.endpoint
+    if settings.encoding_format not in endpoint.encodings:
+        kinds = ", ".join(sorted(endpoint.encodings))
+        raise OptionError(
+            "--encoding-format",
+            f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
+        )
+
+
+_plans: dict[tuple[type, Settings], Plan] = {}
+
+
+def plan_for(user_class: type[EndpointUser], options: Any) -> Plan:
+    settings = Settings.from_options(options)
+    key = (user_class, settings)
+    if (plan := _plans.get(key)) is None:
+        check_settings(user_class, settings)
+        endpoint = user_class.endpoint
+        route = settings.endpoint_path or endpoint.route
+        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
+        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
+        plan = Plan(
+            settings=settings,
+            route=route,
+            label=user_class.request_name or route,
+            headers=headers,
+            requests=request_pool(endpoint, settings),
+            dims=settings.dimensions,
+        )
+        _plans[key] = plan
+    return plan
+
+
+def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
+    while getattr(error, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the cause
+        error = error.original  # type: ignore[attr-defined]
+    if error is deadline:
+        return "timeout: no response headers within --request-timeout"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, socket.gaierror):
+        return f"cannot resolve host: {error.strerror}"
+    if isinstance(error, ConnectionResetError):
+        return "connection reset by the server before the response headers"
+    if isinstance(error, HTTPConnectionClosed):
+        return "connection closed by the server before the response headers"
+    if isinstance(error, TimeoutError | gevent.Timeout):
+        return "socket timeout waiting for the response headers (--request-timeout)"
+    if isinstance(error, HTTPParseError):
+        return f"invalid HTTP response: {error}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS error: {error.reason or error}"
+    if isinstance(error, OSError):
+        return f"connection error: {error.strerror or error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _content_type(headers: Any) -> str:
+    value = headers.get("content-type") or ""
+    return value.split(";", 1)[0].strip().lower() if isinstance(value, str) else ""
+
+
+def _error_message(status: int, content_type: str, body: bytes, headers: Any) -> str:
+    """The server's own words for a non-2xx answer: vLLM's error JSON, or the title of a proxy's page."""
+    text = ""
+    if content_type == JSON or body[:1] in (b"{", b"["):
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            inner = doc.get("error", doc)
+            text = inner.get("message", "") if isinstance(inner, dict) else str(inner)
+            text = text or str(doc.get("detail", "") or doc.get("message", ""))
+    elif content_type == "text/html":
+        lower = body.lower()
+        start, end = lower.find(b"<title>"), lower.find(b"</title>")
+        title = body[start + 7 : end].decode(errors="replace").strip() if 0 <= start < end else ""
+        text = f"HTML page: {title}" if title else "HTML page"
+    elif body:
+        text = body[:200].decode(errors="replace").strip()
+    retry = headers.get("retry-after")
+    suffix = f" (Retry-After: {retry})" if isinstance(retry, str) else ""
+    return f"HTTP {status}: {text or 'no error message'}{suffix}"
+
+
+def _server_timings(headers: Any, context: dict[str, Any]) -> int | None:
+    """Copy the server-side timings a server such as TEI sends into context; return its token count."""
+    for header, key in TEI_TIMING_HEADERS.items():
+        value = headers.get(header)
+        if isinstance(value, str) and value.isdigit():
+            context[key] = int(value)
+    tokens = headers.get(TEI_TOKENS_HEADER)
+    return int(tokens) if isinstance(tokens, str) and tokens.isdigit() else None
+
+
+class EndpointUser(FastHttpUser):
+    """Sends the endpoint's requests in a closed loop and measures each to its last byte.
+
+    A subclass declares `endpoint` and nothing else; it may set `request_name` to rename the
+    row in Locust's tables (default: the route).
+    """
+
+    abstract = True
+    endpoint: ClassVar[Endpoint]
+    request_name: ClassVar[str | None] = None
+
+    def __init__(self, environment: Any) -> None:
+        # Options are checked when Locust starts (poolbench_locust.hooks); a bad value typed into the
+        # web UI's form later is caught here and stops this user in on_start, with the same message.
+        try:
+            self.plan: Plan | None = plan_for(type(self), environment.parsed_options)
+            self._option_error: OptionError | None = None
+        except OptionError as e:
+            self.plan, self._option_error = None, e
+        if self.plan is not None:
+            # The request's own deadline (gevent.Timeout) ends it; the socket timeout is only a backstop,
+            # a little later, so that a timeout is always reported the same way.
+            self.connection_timeout = self.plan.settings.request_timeout
+            self.network_timeout = self.plan.settings.request_timeout + 1.0
+        super().__init__(environment)
+        self.client.client.valid_response_codes = ANY_STATUS
+        self._next = random.randrange(len(self.plan.requests)) if self.plan else 0
+
+    def on_start(self) -> None:
+        if self._option_error is not None:  # already logged once by the test_start check
+            logger.debug("%s", self._option_error)
+            raise StopUser()
+
+    @task
+    def send(self) -> None:
+        if self.plan is not None:
+            self._next = (self._next + 1) % len(self.plan.requests)
+            self.measure(self.plan.requests[self._next])
+
+    def measure(self, req: PreparedRequest) -> None:
+        """Send one prepared request and fire its one request event."""
+        if (plan := self.plan) is None:
+            raise StopUser()
+        deadline = gevent.Timeout(plan.settings.request_timeout)
+        deadline.start()
+        start = perf_counter()
+        try:
+            with self.client.request(
+                "POST",
+                plan.route,
+                name=plan.label,
+                data=req.body,
+                headers=plan.headers,
+                stream=True,
+                catch_response=True,
+            ) as resp:
+                context: dict[str, Any] = {"sequences": req.sequences}
+                received, failure = self._consume(plan, resp, req, deadline, start, context)
+                deadline.close()  # from here on nothing may time out: the event must be fired
+                meta = resp.request_meta
+                meta["response_time"] = (perf_counter() - start) * 1000
+                meta["response_length"] = received
+                meta["context"] = {**meta["context"], **context}
+                if failure is None:
+                    resp.success()
+                else:
+                    resp.failure(failure)
+        finally:
+            deadline.close()
+
+    def _consume(
+        self,
+        plan: Plan,
+        resp: Any,
+        req: PreparedRequest,
+        deadline: gevent.Timeout,
+        start: float,
+        context: dict[str, Any],
+    ) -> tuple[int, str | None]:
+        """Read the whole answer and judge it: (bytes received, failure message or None)."""
+        if (error := getattr(resp, "error", None)) is not None:
+            return 0, _pre_header_failure(error, deadline)
+        context["ttfb_ms"] = (perf_counter() - start) * 1000
+        headers = resp.headers
+        try:
+            header_tokens = _server_timings(headers, context)
+            status = resp.status_code
+            content_type = _content_type(headers)
+            if not 200 <= status < 300:
+                body = read_body(resp, keep=True, limit=ERROR_BODY_LIMIT, deadline=deadline)
+                return body.wire_bytes, _error_message(status, content_type, body.data or b"", headers)
+            settings = plan.settings
+            expected = OCTET_STREAM if settings.binary else JSON
+            if content_type != expected:
+                body = read_body(resp, keep=False, deadline=deadline)
+                return body.wire_bytes, f"wrong content type: expected {expected}, got {content_type or 'none'}"
+            if settings.binary:
+                body, tokens, source = self._binary(plan, resp, req, deadline)
+            else:
+                body = read_body(resp, keep=True, deadline=deadline)
+                tokens = checks.check_json(self.endpoint, body, req, settings).prompt_tokens
+                source = "server"
+        except BadResponse as e:
+            return e.received, str(e)
+        if tokens is None:
+            tokens, source = (header_tokens, "server") if header_tokens is not None else (req.client_tokens, "client")
+        context["input_tokens"] = tokens
+        context["token_source"] = source
+        return body.wire_bytes, None
+
+    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest, deadline: gevent.Timeout) -> tuple[Body, int, str]:
+        settings = plan.settings
+        width = DTYPE_SIZES[settings.embed_dtype]
+        if settings.encoding_format == "bytes":
+            meta = checks.metadata(resp.headers)  # before the body: a bad header fails without waiting for it
+            first = meta["data"][0] if meta["data"] and isinstance(meta["data"][0], dict) else {}
+            head = int(first.get("end", 0)) - int(first.get("start", 0)) if settings.check_vectors else 0
+            body = read_body(resp, keep=False, head=head, deadline=deadline)
+            return body, checks.check_bytes(meta, body, req, settings), "metadata"
+        head = (plan.dims or 0) * width if settings.check_vectors else 0
+        body = read_body(resp, keep=False, head=head, deadline=deadline)
+        plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
+        return body, req.client_tokens, "client"

@@ -1,0 +1,64 @@
+"""Facts of the wire formats (see WIRE.md), shared by the client and the bundled mock server.
+
+Kept in one place so that the mock server and the parsers cannot drift apart on what a
+dtype weighs or how the documented client-side token rule counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+ENCODINGS: Final = ("float", "base64", "bytes", "bytes_only")
+BINARY_ENCODINGS: Final = frozenset({"bytes", "bytes_only"})
+
+DTYPE_SIZES: Final[Mapping[str, int]] = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+ENDIANNESS: Final = ("native", "big", "little")
+
+OCTET_STREAM: Final = "application/octet-stream"
+JSON: Final = "application/json"
+
+# Header names, lower-case as geventhttpclient's Headers match case-insensitively anyway.
+METADATA_HEADER: Final = "metadata"
+TEI_TIMING_HEADERS: Final[Mapping[str, str]] = {
+    "x-compute-time": "server_compute_ms",
+    "x-total-time": "server_total_ms",
+    "x-tokenization-time": "server_tokenization_ms",
+    "x-queue-time": "server_queue_ms",
+    "x-inference-time": "server_inference_ms",
+}
+TEI_TOKENS_HEADER: Final = "x-compute-tokens"
+
+
+def count_words(text: str) -> int:
+    """The documented client-side token rule: one token per whitespace-separated word.
+
+    It is an estimate (real tokenizers split words into sub-words and add special tokens);
+    every figure made with it is labelled `client`. The mock server counts with the same
+    rule, so that tests can check sums exactly.
+    """
+    return len(text.split())
+
+
+def count_prompt(prompt: Any) -> int:
+    """Count one prompt as vLLM accepts it: text, a token-id list, or chat messages."""
+    if isinstance(prompt, str):
+        return count_words(prompt)
+    if isinstance(prompt, Mapping):  # a chat message
+        content = prompt.get("content", "")
+        if isinstance(content, str):
+            return count_words(content)
+        return sum(count_words(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    if isinstance(prompt, Sequence) and all(isinstance(t, int) for t in prompt):
+        return len(prompt)
+    raise TypeError(f"cannot count tokens of a {type(prompt).__name__} prompt")
+
+
+def count_prompts(prompts: Iterable[Any]) -> int:
+    return sum(count_prompt(p) for p in prompts)
