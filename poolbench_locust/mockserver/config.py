@@ -1,0 +1,97 @@
+"""The server's configuration, and the per-request controls that override it (`x-mock-*` headers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from poolbench_locust.mockserver.faults import FAULTS
+
+Flavor = Literal["vllm", "infinity", "tei"]
+FLAVORS: tuple[str, ...] = ("vllm", "infinity", "tei")
+INFINITY_USAGE: tuple[str, ...] = ("chars", "tokens")
+DEFAULT_STALL_MS = 30000.0
+
+
+class ControlError(ValueError):
+    """A config value or an `x-mock-*` header the mock cannot honour."""
+
+
+@dataclass(frozen=True)
+class MockConfig:
+    ttfb_ms: float = 0.0
+    body_ms: float = 0.0
+    dim: int = 384
+    model: str = "mock-model"
+    flavor: Flavor = "vllm"
+    faults: Mapping[str, float] = field(default_factory=dict)
+    """Fault name -> probability per pooling request; at most one fault is drawn per request."""
+    seed: int = 0
+    gzip: bool = False
+    infinity_usage: Literal["chars", "tokens"] = "chars"
+
+    def __post_init__(self) -> None:
+        if self.ttfb_ms < 0 or self.body_ms < 0:
+            raise ControlError("ttfb_ms and body_ms must be >= 0")
+        if self.dim < 1:
+            raise ControlError("dim must be >= 1")
+        if self.flavor not in FLAVORS:
+            raise ControlError(f"flavor must be one of {', '.join(FLAVORS)}")
+        if self.infinity_usage not in INFINITY_USAGE:
+            raise ControlError(f"infinity_usage must be one of {', '.join(INFINITY_USAGE)}")
+        for name, rate in self.faults.items():
+            if name not in FAULTS:
+                raise ControlError(f"unknown fault {name!r}")
+            if not 0.0 <= rate <= 1.0:
+                raise ControlError(f"fault {name} rate {rate} is not in [0, 1]")
+        # One uniform draw picks at most one fault, so the rates must fit in [0, 1] together.
+        if sum(self.faults.values()) > 1.0 + 1e-9:
+            raise ControlError("fault rates add up to more than 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    """What one request asked of the mock: the config, overridden by its `x-mock-*` headers."""
+
+    ttfb_ms: float
+    body_ms: float
+    dim: int
+    fault: str | None
+    flavor: str
+    stall_ms: float
+    gzip: bool
+
+    @classmethod
+    def of(cls, headers: Mapping[str, str], config: MockConfig) -> Controls:
+        fault = headers.get("x-mock-fault") or None
+        if fault is not None and fault not in FAULTS:
+            raise ControlError(f"x-mock-fault: unknown fault {fault!r}")
+        flavor = headers.get("x-mock-flavor", config.flavor)
+        if flavor not in FLAVORS:
+            raise ControlError(f"x-mock-flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+        dim = int(_number(headers, "x-mock-dim", config.dim, int))
+        if not 1 <= dim <= 1 << 20:
+            raise ControlError("x-mock-dim must be in 1..1048576")
+        return cls(
+            ttfb_ms=_number(headers, "x-mock-ttfb-ms", config.ttfb_ms, float),
+            body_ms=_number(headers, "x-mock-body-ms", config.body_ms, float),
+            dim=dim,
+            fault=fault,
+            flavor=flavor,
+            stall_ms=_number(headers, "x-mock-stall-ms", DEFAULT_STALL_MS, float),
+            gzip=headers.get("x-mock-gzip", "1" if config.gzip else "0").lower() in ("1", "true", "yes"),
+        )
+
+
+def _number(headers: Mapping[str, str], name: str, default: float, kind: type[int] | type[float]) -> float:
+    raw = headers.get(name)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ControlError(f"{name} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise ControlError(f"{name} must be >= 0")
+    return value

@@ -1,0 +1,27 @@
+"""A response as the routes build it and the HTTP writer sends it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from poolbench_locust.wire import JSON
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers, lower-case names (framing headers are the writer's business)."""
+    chunked: bool = False
+    tokens: int = 0
+    """The token figure the answer reports (or, where it reports none, the word-rule count)."""
+    sequences: int = 0
+
+
+def error_reply(status: int, message: str, kind: str) -> Reply:
+    """vLLM's error JSON, which clients are expected to read and show."""
+    return Reply(status, orjson.dumps({"error": {"message": message, "type": kind, "code": status}}))

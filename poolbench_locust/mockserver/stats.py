@@ -1,0 +1,56 @@
+"""Counters of what the mock served, for tests that check a client's sums exactly.
+
+Every update is plain Python with no gevent switch inside, so under gevent (one thread) it is
+atomic without a lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class Counters:
+    requests: int = 0
+    ok: int = 0
+    prompt_tokens: int = 0
+    sequences: int = 0
+    bytes_sent: int = 0
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._total = Counters()
+        self._routes: dict[str, Counters] = {}
+        self._faults: dict[str, int] = {}
+
+    def _route(self, route: str) -> Counters:
+        if (counters := self._routes.get(route)) is None:
+            counters = self._routes[route] = Counters()
+        return counters
+
+    def requested(self, route: str) -> None:
+        self._total.requests += 1
+        self._route(route).requests += 1
+
+    def faulted(self, fault: str) -> None:
+        self._faults[fault] = self._faults.get(fault, 0) + 1
+
+    def served(self, route: str, tokens: int, sequences: int, body_bytes: int) -> None:
+        """A 2xx answer without a fault whose last byte was written."""
+        for counters in (self._total, self._route(route)):
+            counters.ok += 1
+            counters.prompt_tokens += tokens
+            counters.sequences += sequences
+            counters.bytes_sent += body_bytes
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            **asdict(self._total),
+            "faults": dict(self._faults),
+            "routes": {route: asdict(counters) for route, counters in self._routes.items()},
+        }

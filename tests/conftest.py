@@ -1,0 +1,96 @@
+"""Fixtures that run the bundled mock server as a subprocess, bound to 127.0.0.1 on a free port."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import locust  # noqa: F401  (gevent-patches the stdlib, as it must be before requests imports ssl)
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+PREFIX = "poolbench-mock listening on "
+
+
+@dataclass
+class MockHandle:
+    url: str
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    def stats(self) -> dict[str, Any]:
+        resp = requests.get(f"{self.url}/mock/stats", timeout=5)
+        resp.raise_for_status()
+        return resp.json()
+
+    def reset(self) -> None:
+        requests.post(f"{self.url}/mock/reset", timeout=5).raise_for_status()
+
+
+def _first_line(proc: subprocess.Popen[bytes], stderr: Any) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    line = b""
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        ready, _, _ = select.select([proc.stdout], [], [], max(remaining, 0))
+        if not ready:
+            break
+        byte = os.read(proc.stdout.fileno(), 1)
+        if not byte:
+            break
+        line += byte
+    if not line.startswith(PREFIX.encode()):
+        stderr.seek(0)
+        raise RuntimeError(f"mock server did not start: {line!r}\n{stderr.read().decode(errors='replace')}")
+    return line.decode().strip()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# Module scope, so that module-scoped fixtures may start servers too; each server stops at the
+# end of the module that started it.
+@pytest.fixture(scope="module")
+def mock_server_factory() -> Iterator[Callable[..., MockHandle]]:
+    started: list[subprocess.Popen[bytes]] = []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+    def start(*cli_args: str) -> MockHandle:
+        cmd = [sys.executable, "-m", "poolbench_locust.mockserver", "--host", "127.0.0.1", "--port", "0", *cli_args]
+        # stderr goes to a file: a pipe nobody reads could fill up and block the server.
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT, env=env)
+            started.append(proc)
+            url = _first_line(proc, stderr).removeprefix(PREFIX)
+        return MockHandle(url=url, port=int(url.rsplit(":", 1)[1]), proc=proc)
+
+    yield start
+    for proc in started:
+        _stop(proc)
+
+
+@pytest.fixture
+def mock_server(mock_server_factory: Callable[..., MockHandle]) -> Iterator[MockHandle]:
+    """A fresh server with default flags for each test (its counters start at zero), stopped after it."""
+    handle = mock_server_factory()
+    yield handle
+    _stop(handle.proc)
