@@ -26,7 +26,7 @@ class OptionError(ValueError):
         self.option = option
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
+def whole(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -39,7 +39,7 @@ def _whole(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _seconds(text: str) -> float:
+def seconds(text: str) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -65,7 +65,7 @@ def _path(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Option:
+class Option:
     flag: str
     parse: Callable[[str], Any] | None
     default: Any
@@ -82,9 +82,9 @@ class _Option:
         return "LOCUST_" + self.dest.upper()
 
 
-OPTIONS: tuple[_Option, ...] = (
-    _Option("--model", str, "", "Model name sent in every request (empty: the server's default)."),
-    _Option(
+OPTIONS: tuple[Option, ...] = (
+    Option("--model", str, "", "Model name sent in every request (empty: the server's default)."),
+    Option(
         "--encoding-format",
         _one_of(ENCODINGS),
         "float",
@@ -92,23 +92,21 @@ OPTIONS: tuple[_Option, ...] = (
         "or bytes_only (binary body, no metadata: tokens counted by the client).",
         choices=ENCODINGS,
     ),
-    _Option(
+    Option(
         "--embed-dtype",
         _one_of(tuple(DTYPE_SIZES)),
         "float32",
         "Element type of base64/bytes embeddings.",
         choices=tuple(DTYPE_SIZES),
     ),
-    _Option(
-        "--endianness", _one_of(ENDIANNESS), "native", "Byte order of base64/bytes embeddings.", choices=ENDIANNESS
-    ),
-    _Option("--dimensions", _whole(1), None, "Ask for embeddings of this many dimensions (Matryoshka models)."),
-    _Option("--batch-size", _whole(1), 1, "Inputs per request."),
-    _Option("--input-len", _whole(1), 128, "Words per synthetic input (the client-side token estimate counts words)."),
-    _Option("--documents", _whole(1), 8, "Documents per query for rerank and score."),
-    _Option("--api-key", str, None, "Sent as 'Authorization: Bearer'. Falls back to $OPENAI_API_KEY.", secret=True),
-    _Option("--request-timeout", _seconds, 60.0, "Whole-request deadline in seconds, headers and body together."),
-    _Option("--endpoint-path", _path, None, "Override the route of the User class (e.g. /v2/rerank)."),
+    Option("--endianness", _one_of(ENDIANNESS), "native", "Byte order of base64/bytes embeddings.", choices=ENDIANNESS),
+    Option("--dimensions", whole(1), None, "Ask for embeddings of this many dimensions (Matryoshka models)."),
+    Option("--batch-size", whole(1), 1, "Inputs per request."),
+    Option("--input-len", whole(1), 128, "Words per synthetic input (the client-side token estimate counts words)."),
+    Option("--documents", whole(1), 8, "Documents per query for rerank and score."),
+    Option("--api-key", str, None, "Sent as 'Authorization: Bearer'. Falls back to $OPENAI_API_KEY.", secret=True),
+    Option("--request-timeout", seconds, 60.0, "Whole-request deadline in seconds, headers and body together."),
+    Option("--endpoint-path", _path, None, "Override the route of the User class (e.g. /v2/rerank)."),
 )
 FLAGS: tuple[tuple[str, str], ...] = (
     ("--no-validate", "Do not check the answers (counts of embeddings, byte sizes)."),
@@ -126,17 +124,22 @@ def _show_in_web_ui(action: Any, secret: bool = False) -> Any:
     return action
 
 
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    group = parser.add_argument_group("poolbench-locust", "Options of the pooling User classes")
-    for opt in OPTIONS:
+def register(parser: Any, title: str, options: tuple[Option, ...], flags: tuple[tuple[str, str], ...] = ()) -> None:
+    """Add options to Locust's parser in their own --help group, each shown in the web UI."""
+    group = parser.add_argument_group(title)
+    for opt in options:
         action = group.add_argument(
             opt.flag, type=opt.parse, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
         )
         _show_in_web_ui(action, opt.secret)
-    for flag, help_text in FLAGS:
+    for flag, help_text in flags:
         env_var = "LOCUST_" + flag.lstrip("-").replace("-", "_").upper()
         _show_in_web_ui(group.add_argument(flag, action="store_true", default=False, env_var=env_var, help=help_text))
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser: Any) -> None:
+    register(parser, "poolbench-locust", OPTIONS, FLAGS)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,15 @@ def metadata(headers: Any) -> dict[str, Any]:
     return meta
 
 
+def first_vector_size(meta: Mapping[str, Any]) -> int:
+    """Bytes of the first vector per the metadata (0 when it does not say), to keep for --check-vectors."""
+    try:
+        first = meta["data"][0]
+        return max(int(first["end"]) - int(first["start"]), 0)
+    except (IndexError, KeyError, TypeError, ValueError):
+        return 0
+
+
 def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, settings: Settings) -> int:
     """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage."""
     usage = meta.get("usage")

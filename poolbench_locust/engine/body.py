@@ -85,7 +85,8 @@ def read_body(
                 break
         if decoder is not None and not decoder.eof and limit is None:
             raise BadResponse("corrupt compressed body: the gzip/deflate stream ends early", wire)
-    except BadResponse as e:
+    except BadResponse as e:  # a body left half-read must not go back to the connection pool
+        resp.release()
         e.received = wire
         raise
     except gevent.Timeout as e:

@@ -217,7 +217,12 @@ class EndpointUser(FastHttpUser):
                 catch_response=True,
             ) as resp:
                 context: dict[str, Any] = {"sequences": req.sequences}
-                received, failure = self._consume(plan, resp, req, deadline, start, context)
+                try:
+                    received, failure = self._consume(plan, resp, req, deadline, start, context)
+                except Exception as e:  # a bug here must still be one counted failure, never a lost event
+                    logger.exception("unexpected error while reading the answer")
+                    resp.release()
+                    received, failure = 0, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
                 meta = resp.request_meta
                 meta["response_time"] = (perf_counter() - start) * 1000
@@ -274,9 +279,11 @@ class EndpointUser(FastHttpUser):
         settings = plan.settings
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
-            meta = checks.metadata(resp.headers)  # before the body: a bad header fails without waiting for it
-            first = meta["data"][0] if meta["data"] and isinstance(meta["data"][0], dict) else {}
-            head = int(first.get("end", 0)) - int(first.get("start", 0)) if settings.check_vectors else 0
+            try:
+                meta = checks.metadata(resp.headers)
+            except BadResponse as e:  # still a whole request: its time and bytes include the body
+                raise BadResponse(str(e), read_body(resp, keep=False, deadline=deadline).wire_bytes) from None
+            head = checks.first_vector_size(meta) if settings.check_vectors else 0
             body = read_body(resp, keep=False, head=head, deadline=deadline)
             return body, checks.check_bytes(meta, body, req, settings), "metadata"
         head = (plan.dims or 0) * width if settings.check_vectors else 0

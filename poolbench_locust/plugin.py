@@ -1,0 +1,4 @@
+"""Everything poolbench-locust registers with Locust: importing this module is the plugin."""
+
+from poolbench_locust import hooks, options  # noqa: F401
+from poolbench_locust.metrics import checks, reporting  # noqa: F401
