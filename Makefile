@@ -1,0 +1,31 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Both create .venv themselves.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+# 20 s of load on /v1/embeddings and /rerank against the bundled mock server (no --host: the
+# locustfile starts the mock in-process), then Locust's own summary table.
+demo: $(STAMP)
+	$(BIN)/locust -f locustfiles/demo.py --headless --users 8 --spawn-rate 8 --run-time 20s --only-summary
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/memory.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,43 @@
+"""Drive User classes in-process, one request at a time, and capture every request event Locust fires."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from locust.argument_parser import get_parser
+from locust.env import Environment
+
+import poolbench_locust.plugin  # noqa: F401  (registers the options with Locust's parser)
+from poolbench_locust.engine.user import EndpointUser
+
+
+def options(*args: str) -> Any:
+    return get_parser().parse_args(list(args))
+
+
+class Run:
+    """One User instance against `host`, with its request events collected in `events`."""
+
+    def __init__(self, user_class: type, host: str, *args: str, mock_headers: dict[str, str] | None = None) -> None:
+        self.events: list[dict[str, Any]] = []
+        # A subclass per run keeps the shared User classes (and their cached plans) untouched.
+        user_class = type(user_class.__name__, (user_class,), {"host": host})
+        self.env = Environment(user_classes=[user_class], host=host, parsed_options=options(*args))
+        self.env.events.request.add_listener(lambda **event: self.events.append(event))
+        self.user = user_class(self.env)
+        if mock_headers and isinstance(self.user, EndpointUser):
+            # The bundled mock takes per-request controls as headers; give this user its own copy.
+            plan = self.user.plan
+            self.user.plan = dataclasses.replace(plan, headers={**plan.headers, **mock_headers})
+
+    def one(self) -> dict[str, Any]:
+        """Send one request; return its event, asserting that exactly one was fired."""
+        before = len(self.events)
+        self.user.send()
+        assert len(self.events) == before + 1, f"{len(self.events) - before} events for one request"
+        return self.events[-1]
+
+
+def failure_text(event: dict[str, Any]) -> str:
+    return "" if event["exception"] is None else str(event["exception"])

@@ -1,0 +1,107 @@
+"""Locust as users run it: from the command line, headless, with CSV output."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from locust.argument_parser import get_parser
+
+import poolbench_locust.plugin  # noqa: F401
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def locust(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "locust", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def csv_rows(path: Path) -> dict[str, dict[str, str]]:
+    with path.open() as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
+    prefix = tmp_path / "demo"
+    result = locust("-f", "locustfiles/demo.py", "--headless", "-u", "4", "-r", "4", "-t", "3s", "--csv", str(prefix))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "started the bundled mock server at http://127.0.0.1:" in result.stderr
+    rows = csv_rows(Path(f"{prefix}_stats.csv"))
+    for route in ("/v1/embeddings", "/rerank"):
+        assert int(rows[route]["Request Count"]) > 10
+        assert rows[route]["Failure Count"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["-f", "locustfiles/rerank.py", "--encoding-format", "bytes"],
+            "--encoding-format: RerankUser (/rerank) cannot answer bytes; it answers float",
+        ),
+        (
+            ["-f", "locustfiles/tei.py", "--encoding-format", "base64"],
+            "--encoding-format: TEIEmbedUser (/embed) cannot answer base64; it answers float",
+        ),
+    ],
+)
+def test_bad_combination_stops_at_start_with_one_line(args, message):
+    result = locust(*args, "--headless", "-t", "5s", "--host", "http://127.0.0.1:9")
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch-size", "0"], "argument --batch-size: must be a whole number >= 1, got 0"),
+        (["--request-timeout", "-1"], "argument --request-timeout: must be a number of seconds > 0, got -1.0"),
+        (["--encoding-format", "json"], "argument --encoding-format: must be one of float, base64, bytes, bytes_only"),
+        (["--endpoint-path", "v1/embeddings"], "argument --endpoint-path: must start with '/'"),
+    ],
+)
+def test_bad_option_value_names_the_option(args, message):
+    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_value_from_the_environment_names_the_option():
+    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", env={"LOCUST_BATCH_SIZE": "none"})
+    assert result.returncode == 2
+    assert "--batch-size: must be a whole number >= 1, got 'none'" in result.stderr
+
+
+def test_options_are_in_the_web_ui_and_the_api_key_is_secret():
+    parser = get_parser()
+    shown = parser.args_included_in_web_ui
+    for dest in (
+        "model",
+        "encoding_format",
+        "embed_dtype",
+        "endianness",
+        "dimensions",
+        "batch_size",
+        "input_len",
+        "documents",
+        "api_key",
+        "request_timeout",
+        "endpoint_path",
+        "no_validate",
+        "check_vectors",
+    ):
+        assert dest in shown, dest
+    assert "api_key" in parser.secret_args_included_in_web_ui

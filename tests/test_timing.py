@@ -1,0 +1,62 @@
+"""The measured time ends at the last byte of the body, for every encoding, and Locust's own
+`stream=True` does not: proven against a mock server that trickles the body over 300 ms."""
+
+from __future__ import annotations
+
+import pytest
+from locust import FastHttpUser
+
+from poolbench_locust import EmbeddingsUser
+from tests.harness import Run, failure_text, options
+
+TRICKLE_MS = 300
+BATCH, DIM = 64, 65536  # 64 x 65536 float32 = 16 MiB
+SIXTEEN_MIB = BATCH * DIM * 4
+
+
+@pytest.fixture(scope="module")
+def trickling_mock(mock_server_factory):
+    return mock_server_factory("--body-ms", str(TRICKLE_MS), "--dim", str(DIM))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "extra"),
+    [
+        ("bytes", ["--batch-size", str(BATCH)]),
+        ("bytes_only", ["--batch-size", str(BATCH)]),
+        # JSON of 16 MiB of floats would be ~80 MB of text: a smaller answer, trickled the same.
+        ("float", ["--batch-size", "4", "--dimensions", "1024"]),
+        ("base64", ["--batch-size", "4", "--dimensions", "1024"]),
+    ],
+)
+def test_response_time_includes_the_trickled_body(trickling_mock, encoding, extra):
+    run = Run(EmbeddingsUser, trickling_mock.url, "--encoding-format", encoding, "--input-len", "8", *extra)
+    event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["response_time"] >= TRICKLE_MS
+    assert event["context"]["ttfb_ms"] < TRICKLE_MS / 3, "headers were sent at once"
+    assert event["context"]["ttfb_ms"] < event["response_time"]
+    if encoding in ("bytes", "bytes_only"):
+        assert event["response_length"] == SIXTEEN_MIB
+    else:
+        assert event["response_length"] > 4 * 1024
+
+
+def test_plain_fasthttpuser_stream_stops_the_clock_at_the_headers(trickling_mock):
+    """The trap this project exists to avoid: the same request through Locust's own stream=True."""
+    events: list[dict] = []
+
+    class PlainStreamUser(FastHttpUser):
+        host = trickling_mock.url
+
+    from locust.env import Environment
+
+    env = Environment(user_classes=[PlainStreamUser], parsed_options=options())
+    env.events.request.add_listener(lambda **e: events.append(e))
+    user = PlainStreamUser(env)
+    body = b'{"input": ["a b c"], "encoding_format": "bytes"}'
+    resp = user.client.post("/v1/embeddings", data=body, headers={"Content-Type": "application/json"}, stream=True)
+    received = sum(len(chunk) for chunk in iter(lambda: resp.read(1 << 20), b""))
+    assert received == DIM * 4
+    assert len(events) == 1
+    assert events[0]["response_time"] < TRICKLE_MS / 3, "Locust's stream=True timed the headers only"
