@@ -1,0 +1,1 @@
+"""Pooling metrics: a collector fed by the engine's request events, and its place in every Locust report."""

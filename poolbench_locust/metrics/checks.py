@@ -1,0 +1,79 @@
+"""Pass/fail checks at the end of a run (names in locust-plugins' style), for CI to gate on."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from locust import events
+from locust.env import Environment
+
+from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.options import Option, register
+
+EXIT_CODE = 3
+"""The exit code of a run whose checks failed (2 is Locust's for a bad command line)."""
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = _non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a ratio from 0 to 1, got {value}")
+    return value
+
+
+CHECKS = (
+    Option("--check-p95-ms", _non_negative, None, "Fail the run if Locust's total p95 response time exceeds this."),
+    Option("--check-fail-ratio", _ratio, None, "Fail the run if the ratio of failed requests exceeds this (0-1)."),
+    Option("--check-min-tokens-per-s", _non_negative, None, "Fail the run if input tokens/s stay below this."),
+)
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser: Any) -> None:
+    register(parser, "poolbench-locust checks", CHECKS)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _limit(options: Any, dest: str, parse: Any) -> float | None:
+    value = getattr(options, dest, None)
+    return None if value in (None, "") else parse(str(value))
+
+
+def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
+    """The checks that failed, each as one line saying which and why."""
+    options = environment.parsed_options
+    runner = environment.runner
+    if options is None or runner is None:
+        return []
+    total = runner.stats.total
+    failed = []
+    if (p95 := _limit(options, "check_p95_ms", _non_negative)) is not None:
+        measured = total.get_response_time_percentile(0.95) or 0
+        if measured > p95:
+            failed.append(f"--check-p95-ms {_number(p95)}: p95 response time was {measured} ms")
+    if (ratio := _limit(options, "check_fail_ratio", _ratio)) is not None and total.fail_ratio > ratio:
+        failed.append(
+            f"--check-fail-ratio {_number(ratio)}: {total.num_failures} of {total.num_requests} failed "
+            f"({total.fail_ratio:.3f})"
+        )
+    if (floor := _limit(options, "check_min_tokens_per_s", _non_negative)) is not None:
+        entry = stats.total
+        elapsed = (entry.last - stats.start_time) if entry.last else 0.0
+        rate = entry.input_tokens / elapsed if elapsed > 0 else 0.0
+        if rate < floor:
+            failed.append(f"--check-min-tokens-per-s {_number(floor)}: input tokens/s was {rate:.1f}")
+    return failed

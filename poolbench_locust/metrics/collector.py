@@ -1,0 +1,185 @@
+"""The pooling stats collector: tokens, sequences and bytes per second, and the time split into
+time-to-headers and body transfer, per request name and in total.
+
+It is fed by the engine's request events (their `context`) and fires none of its own, so
+Locust's own table stays as it is. Like Locust's `RequestStats`, a worker ships what it gathered
+since its last report and starts again from zero; the master adds every report up. Histograms use
+Locust's own bucketing and percentile functions, so our percentiles round like Locust's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust.stats import bucket_response_time, calculate_response_time_percentile
+
+AGGREGATED = "Aggregated"
+SOURCES = ("server", "metadata", "client")
+_ZEROS = (0, 0, 0)
+
+
+@dataclass
+class Histogram:
+    """A {bucketed ms: count} distribution, as Locust keeps its response times."""
+
+    counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    n: int = 0
+    max: float = 0.0
+
+    def add(self, ms: float) -> None:
+        self.counts[bucket_response_time(ms)] += 1
+        self.n += 1
+        if ms > self.max:
+            self.max = ms
+
+    def percentile(self, fraction: float) -> int | None:
+        return calculate_response_time_percentile(self.counts, self.n, fraction) if self.n else None
+
+    def merge(self, data: dict[str, Any]) -> None:
+        for bucket, count in data["counts"].items():
+            self.counts[int(bucket)] += count
+        self.n += data["n"]
+        self.max = max(self.max, data["max"])
+
+    def dump(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "n": self.n, "max": self.max}
+
+
+TIMINGS = ("ttfb", "e2e", "transfer", "server_queue", "server_inference")
+"""Histograms kept per entry: the client's split of the time, and the server's own where it says."""
+
+
+@dataclass
+class Entry:
+    name: str
+    requests: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    tokens_by_source: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    sequences: int = 0
+    bytes: int = 0
+    per_second: dict[int, list[int]] = field(default_factory=dict)
+    """Second -> [input tokens, sequences, bytes], for the current-window rates."""
+    timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
+    first: float | None = None
+    last: float | None = None
+
+    def log(self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any]) -> None:
+        self.requests += 1
+        self.bytes += nbytes
+        sequences = context["sequences"]
+        tokens = 0
+        if failed:
+            self.failures += 1
+        else:
+            tokens = context.get("input_tokens", 0)
+            self.input_tokens += tokens
+            self.tokens_by_source[context.get("token_source", "client")] += tokens
+            self.sequences += sequences
+        second = self.per_second.setdefault(int(now), [0, 0, 0])
+        second[0] += tokens
+        second[1] += 0 if failed else sequences
+        second[2] += nbytes
+        timings = self.timings
+        timings["e2e"].add(e2e)
+        if (ttfb := context.get("ttfb_ms")) is not None:
+            timings["ttfb"].add(ttfb)
+            timings["transfer"].add(max(e2e - ttfb, 0.0))
+        if (queue := context.get("server_queue_ms")) is not None:
+            timings["server_queue"].add(queue)
+        if (inference := context.get("server_inference_ms")) is not None:
+            timings["server_inference"].add(inference)
+        self.first = now if self.first is None else self.first
+        self.last = now
+
+    def merge(self, data: dict[str, Any]) -> None:
+        for key in ("requests", "failures", "input_tokens", "sequences", "bytes"):
+            setattr(self, key, getattr(self, key) + data[key])
+        for source, tokens in data["tokens_by_source"].items():
+            self.tokens_by_source[source] += tokens
+        for second, values in data["per_second"].items():
+            mine = self.per_second.setdefault(int(second), [0, 0, 0])
+            for i, value in enumerate(values):
+                mine[i] += value
+        for key, histogram in data["timings"].items():
+            self.timings[key].merge(histogram)
+        if data["first"] is not None:
+            self.first = data["first"] if self.first is None else min(self.first, data["first"])
+            self.last = data["last"] if self.last is None else max(self.last or 0.0, data["last"])
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "requests": self.requests,
+            "failures": self.failures,
+            "input_tokens": self.input_tokens,
+            "tokens_by_source": dict(self.tokens_by_source),
+            "sequences": self.sequences,
+            "bytes": self.bytes,
+            "per_second": self.per_second,
+            "timings": {k: h.dump() for k, h in self.timings.items()},
+            "first": self.first,
+            "last": self.last,
+        }
+
+    def token_source(self) -> str:
+        used = [s for s in SOURCES if self.tokens_by_source.get(s)]
+        if len(used) <= 1:
+            return used[0] if used else ""
+        return " + ".join(f"{s} {self.tokens_by_source[s]}" for s in used)
+
+    def current(self, index: int, start_time: float) -> float:
+        """Per-second average of one per_second column over Locust's current window, as its current_rps."""
+        if self.last is None:
+            return 0.0
+        seconds = range(max(int(self.last) - 12, int(start_time)), int(self.last) - 2)
+        return sum(self.per_second.get(t, _ZEROS)[index] for t in seconds) / len(seconds) if seconds else 0.0
+
+
+class PoolingStats:
+    """Per-name entries and their total, fed by request events, mergeable across workers."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self.total = Entry(AGGREGATED)
+        self.start_time = time.time()
+
+    def on_request(
+        self, name: str, response_time: float, response_length: int, exception: Any, context: dict[str, Any], **_: Any
+    ) -> None:
+        if "sequences" not in context:
+            return  # a request of some other User class
+        now = time.time()
+        failed = exception is not None
+        entry = self.entries.get(name)
+        if entry is None:
+            entry = self.entries[name] = Entry(name)
+        entry.log(now, response_time, response_length, failed, context)
+        self.total.log(now, response_time, response_length, failed, context)
+
+    def reset(self) -> None:
+        self.entries.clear()
+        self.total = Entry(AGGREGATED)
+        self.start_time = time.time()
+
+    def take_report(self) -> dict[str, Any]:
+        """What a worker sends with its report: everything since the last one; then start from zero."""
+        report = {"entries": [e.dump() for e in self.entries.values()], "total": self.total.dump()}
+        start = self.start_time
+        self.reset()
+        self.start_time = start
+        return report
+
+    def merge_report(self, report: dict[str, Any]) -> None:
+        for data in report["entries"]:
+            entry = self.entries.get(data["name"])
+            if entry is None:
+                entry = self.entries[data["name"]] = Entry(data["name"])
+            entry.merge(data)
+        self.total.merge(report["total"])
+
+    def sorted_entries(self) -> list[Entry]:
+        return [self.entries[name] for name in sorted(self.entries)]

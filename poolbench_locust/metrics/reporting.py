@@ -1,0 +1,230 @@
+"""Wiring of the pooling stats into Locust: its events, its distributed reports, its web UI,
+its CSV files, its console summary, its HTML report and its exit code."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import gevent
+from flask import Response, jsonify, request
+from locust import events
+from locust.env import Environment
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
+
+from poolbench_locust.metrics import checks
+from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.report import HEADER, console_table, rows
+
+logger = logging.getLogger("poolbench_locust")
+console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
+
+REPORT_KEY = "poolbench"
+STOP_MESSAGE = "poolbench_stop"
+FINAL_MESSAGE = "poolbench_final_report"
+FINAL_REPORT_GRACE_S = 10.0
+TAB_KEY = "pooling"
+
+
+def stats_of(environment: Environment) -> PoolingStats:
+    """The environment's pooling stats (created on first use, one per environment)."""
+    stats = getattr(environment, "poolbench_stats", None)
+    if stats is None:
+        stats = environment.poolbench_stats = PoolingStats()  # type: ignore[attr-defined]
+    return stats
+
+
+def csv_text(table: Iterable[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(HEADER)
+    for row in table:
+        writer.writerow(["" if row[c] is None else row[c] for c in HEADER])
+    return out.getvalue()
+
+
+def html_table(stats: PoolingStats) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in HEADER)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in HEADER) + "</tr>"
+        for r in rows(stats)
+    )
+    return (
+        '<section id="poolbench-pooling" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
+        '<h2>Pooling statistics</h2><table border="1" cellspacing="0" cellpadding="4">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
+    )
+
+
+def add_to_html_report(page: str, stats: PoolingStats) -> str:
+    """Locust's report has no hook: the table goes in as its own section before </body>."""
+    index = page.rfind("</body>")
+    return page + html_table(stats) if index < 0 else page[:index] + html_table(stats) + page[index:]
+
+
+def _slug(title: str) -> str:
+    return title.lower().replace("%", "").replace("/", "_per_").replace(" ", "_")
+
+
+def _web_rows(stats: PoolingStats) -> list[dict[str, Any]]:
+    return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row["Name"]} for row in rows(stats)]
+
+
+def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.template_args["extended_tabs"] = [{"title": "Pooling", "key": TAB_KEY}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB_KEY, "structure": [{"key": _slug(title), "title": title} for title in HEADER]}
+    ]
+    web_ui.template_args["extended_csv_files"] = [{"href": "./pooling/csv", "title": "Download pooling statistics CSV"}]
+
+    @web_ui.app.after_request
+    def extend(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.is_json:
+            data = response.get_json()
+            data["extended_stats"] = [{"key": TAB_KEY, "data": _web_rows(stats)}]
+            response.set_data(jsonify(data).get_data())
+        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
+            response.set_data(add_to_html_report(response.get_data(as_text=True), stats))
+        return response
+
+    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+
+    @web_ui.app.route(f"{base}/pooling/stats")
+    @web_ui.auth_required_if_enabled
+    def pooling_json() -> Response:
+        return jsonify(rows(stats))
+
+    @web_ui.app.route(f"{base}/pooling/csv")
+    @web_ui.auth_required_if_enabled
+    def pooling_csv() -> Response:
+        return Response(
+            csv_text(rows(stats)),
+            mimetype="text/csv",
+            headers={"Content-Disposition": f"attachment;filename=pooling_{int(time.time())}.csv"},
+        )
+
+
+def _history_writer(environment: Environment, stats: PoolingStats, path: str) -> None:
+    """A row per interval, like Locust's PREFIX_stats_history.csv (Aggregated only, or every name
+    with --csv-full-history)."""
+    full = bool(getattr(environment.parsed_options, "stats_history_enabled", False))
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Timestamp", "User Count", *HEADER])
+        while True:
+            gevent.sleep(CSV_STATS_INTERVAL_SEC)
+            runner = environment.runner
+            if runner is None or runner.state not in ("spawning", "running"):
+                continue
+            table = rows(stats)
+            for row in table if full else table[-1:]:
+                writer.writerow(
+                    [int(time.time()), runner.user_count, *("" if row[c] is None else row[c] for c in HEADER)]
+                )
+            f.flush()
+
+
+def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats: PoolingStats) -> None:
+    """Make every worker stop its users and send its last figures before the master stops counting.
+
+    Locust's master waits only 0.5 s for the workers' last reports after it tells them to quit, and a
+    worker's users may still be finishing their requests then: those would be lost. Here the master,
+    as it starts to stop, asks each worker to stop its users (they finish their request within
+    --stop-timeout) and waits until each has sent what it counted since its last report.
+    """
+    arrived: set[str] = set()
+
+    def on_final(msg: Any, **_: Any) -> None:
+        stats.merge_report(msg.data)
+        arrived.add(msg.node_id)
+
+    runner.register_message(FINAL_MESSAGE, on_final)
+
+    @environment.events.test_stopping.add_listener
+    def collect(**_: Any) -> None:
+        expected = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
+        arrived.clear()
+        runner.send_message(STOP_MESSAGE)
+        deadline = time.monotonic() + environment.stop_timeout + FINAL_REPORT_GRACE_S
+        while expected - arrived and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        if missing := expected - arrived:
+            logger.warning("No final pooling report from %d worker(s): %s", len(missing), ", ".join(sorted(missing)))
+
+
+def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats) -> None:
+    def on_stop(**_: Any) -> None:
+        runner.stop()  # users finish their request (--stop-timeout) and fire its event first
+        runner.send_message(FINAL_MESSAGE, stats.take_report())
+
+    runner.register_message(STOP_MESSAGE, on_stop)
+
+
+@events.init.add_listener
+def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    stats = stats_of(environment)
+    environment.events.request.add_listener(stats.on_request)
+    environment.events.reset_stats.add_listener(stats.reset)
+    if isinstance(runner, WorkerRunner):
+
+        @environment.events.report_to_master.add_listener
+        def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+            data[REPORT_KEY] = stats.take_report()
+
+        _send_final_report_on_request(runner, stats)
+        return
+    if isinstance(runner, MasterRunner):
+
+        @environment.events.worker_report.add_listener
+        def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
+            if REPORT_KEY in data:
+                stats.merge_report(data[REPORT_KEY])
+
+        _final_reports_on_stop(environment, runner, stats)
+
+    if web_ui is not None:
+        _install_web_ui(environment, stats)
+    options = environment.parsed_options
+    prefix = getattr(options, "csv_prefix", None)
+    if prefix:
+        gevent.spawn(_history_writer, environment, stats, f"{prefix}_pooling_history.csv")
+
+    @environment.events.test_start.add_listener
+    def start(**_: Any) -> None:
+        if stats.total.requests == 0:
+            stats.start_time = time.time()
+
+    @environment.events.quitting.add_listener
+    def finish(**_: Any) -> None:
+        # quitting comes after Locust's last worker report is merged and after it wrote --html.
+        if prefix:
+            # Locust rewrites PREFIX_stats.csv once a second and not again at exit: one more interval
+            # lets its writer record the last requests too, so both files hold the same run.
+            gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
+            with open(f"{prefix}_pooling.csv", "w", newline="") as f:
+                f.write(csv_text(rows(stats)))
+        html_file = getattr(options, "html_file", None)
+        if html_file:
+            with open(html_file, encoding="utf-8") as f:
+                page = f.read()
+            with open(html_file, "w", encoding="utf-8") as f:
+                f.write(add_to_html_report(page, stats))
+        if (failed := checks.evaluate(environment, stats)) and environment.process_exit_code in (None, 0):
+            environment.process_exit_code = checks.EXIT_CODE
+        for line in failed:
+            logger.error("Check failed: %s", line)
+
+    @environment.events.quit.add_listener
+    def summary(**_: Any) -> None:
+        if stats.total.requests:  # after Locust's own tables
+            for line in console_table(stats):
+                console.info(line)
+            console.info("")

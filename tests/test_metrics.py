@@ -1,0 +1,251 @@
+"""Pooling metrics where Locust reports: CSV on a master with workers, --processes, the web UI, checks."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.test_cli import ROOT, csv_rows, locust
+
+LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_pooling_csv_matches(prefix: Path, mock_stats: dict) -> dict[str, dict[str, str]]:
+    pooling = csv_rows(Path(f"{prefix}_pooling.csv"))
+    locust_rows = csv_rows(Path(f"{prefix}_stats.csv"))
+    assert int(pooling["Aggregated"]["Input Tokens"]) == mock_stats["prompt_tokens"] > 0
+    assert int(pooling["Aggregated"]["Sequences"]) == mock_stats["sequences"]
+    for name, row in locust_rows.items():
+        assert pooling[name]["Request Count"] == row["Request Count"], name
+        assert pooling[name]["Failure Count"] == row["Failure Count"], name
+    return pooling
+
+
+def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, tmp_path):
+    prefix = tmp_path / "dist"
+    port = str(free_port())
+    common = ["-f", "locustfiles/demo.py", "--host", mock_server.url, *LOAD]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "locust", *common, "--worker", "--master-port", port],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
+    try:
+        result = locust(
+            *common,
+            "--master",
+            "--master-bind-port",
+            port,
+            "--headless",
+            "--expect-workers",
+            "2",
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "4s",
+            "--stop-timeout",
+            "5",
+            "--csv",
+            str(prefix),
+            timeout=90,
+        )
+    finally:
+        for w in workers:
+            w.wait(timeout=30)
+    assert result.returncode == 0, result.stderr[-3000:]
+    pooling = assert_pooling_csv_matches(prefix, mock_server.stats())
+    assert set(pooling) == {"/v1/embeddings", "/rerank", "Aggregated"}
+    assert "Pooling statistics" in result.stderr
+
+
+def test_processes_two_count_exactly_what_the_mock_served(mock_server, tmp_path):
+    prefix = tmp_path / "procs"
+    result = locust(
+        "-f",
+        "locustfiles/demo.py",
+        "--host",
+        mock_server.url,
+        *LOAD,
+        "--processes",
+        "2",
+        "--headless",
+        "-u",
+        "6",
+        "-r",
+        "6",
+        "-t",
+        "4s",
+        "--stop-timeout",
+        "5",
+        "--csv",
+        str(prefix),
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_pooling_csv_matches(prefix, mock_server.stats())
+    with open(f"{prefix}_pooling_history.csv") as f:
+        history = list(csv.DictReader(f))
+    assert history and all(row["Name"] == "Aggregated" for row in history)
+
+
+def test_one_process_html_report_holds_the_pooling_table(mock_server, tmp_path):
+    prefix, report = tmp_path / "one", tmp_path / "report.html"
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock_server.url,
+        *LOAD,
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "3s",
+        "--stop-timeout",
+        "5",
+        "--csv",
+        str(prefix),
+        "--html",
+        str(report),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    pooling = assert_pooling_csv_matches(prefix, mock_server.stats())
+    page = report.read_text()
+    section = re.search(r'<section id="poolbench-pooling".*?</section>', page, re.S)
+    assert section, "pooling table missing from the HTML report"
+    cells = re.findall(r"<tr>(.*?)</tr>", section.group(0), re.S)
+    aggregated = next(re.findall(r"<td>(.*?)</td>", c) for c in cells if "<td>Aggregated</td>" in c)
+    header = re.findall(r"<th>(.*?)</th>", section.group(0))
+    assert aggregated[header.index("Input Tokens")] == pooling["Aggregated"]["Input Tokens"]
+
+
+def test_web_ui_shows_the_pooling_rows_live(mock_server):
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "locustfiles/embeddings.py",
+            "--host",
+            mock_server.url,
+            *LOAD,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--autostart",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "30s",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        rows: list[dict] = []
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                data = requests.get(f"{base}/stats/requests", timeout=2).json()
+            except (requests.ConnectionError, ValueError):
+                continue
+            extended = {e["key"]: e["data"] for e in data.get("extended_stats", [])}
+            rows = extended.get("pooling", [])
+            if rows and rows[-1]["input_tokens"] > 0:
+                break
+        assert rows and rows[-1]["name"] == "Aggregated" and rows[-1]["input_tokens"] > 0, rows
+        as_json = requests.get(f"{base}/pooling/stats", timeout=2).json()
+        assert as_json[-1]["Name"] == "Aggregated" and as_json[-1]["Request Count"] > 0
+        as_csv = requests.get(f"{base}/pooling/csv", timeout=2).text
+        assert as_csv.splitlines()[0].startswith("Type,Name,Request Count,Failure Count,Input Tokens")
+        page = requests.get(base, timeout=2).text
+        assert '"extended_tabs": [{"key": "pooling", "title": "Pooling"}]' in page or "Pooling" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("check", "passes"),
+    [
+        (["--check-fail-ratio", "0.01"], True),
+        (["--check-min-tokens-per-s", "1"], True),
+        (["--check-min-tokens-per-s", "100000000"], False),
+        (["--check-p95-ms", "0"], False),
+    ],
+)
+def test_checks_set_the_exit_code(mock_server, check, passes):
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock_server.url,
+        *LOAD,
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "2s",
+        *check,
+    )
+    if passes:
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "Check failed" not in result.stderr
+    else:
+        assert result.returncode == 3
+        assert f"Check failed: {check[0]} {check[1]}" in result.stderr
+
+
+def test_failed_check_of_fail_ratio_names_the_counts(mock_server_factory):
+    mock = mock_server_factory("--fault", "status-503=0.5", "--seed", "3")
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock.url,
+        *LOAD,
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "2s",
+        "--check-fail-ratio",
+        "0.1",
+    )
+    assert result.returncode == 3
+    assert re.search(r"Check failed: --check-fail-ratio 0.1: \d+ of \d+ failed", result.stderr)
