@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,72 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A whole number, fixed (`8`) or drawn uniformly from a range (`4:16`) for each request."""
+
+    lo: int
+    hi: int
+
+    def draw(self, rng: random.Random) -> int:
+        return self.lo if self.lo == self.hi else rng.randint(self.lo, self.hi)
+
+    def __str__(self) -> str:
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}:{self.hi}"
+
+
+def span(minimum: int) -> Callable[[str], Span]:
+    one = whole(minimum)
+
+    def parse(text: str) -> Span:
+        lo, _, hi = str(text).partition(":")
+        low = one(lo)
+        high = one(hi) if hi else low
+        if high < low:
+            raise argparse.ArgumentTypeError(f"range must be LOW:HIGH with LOW <= HIGH, got {text!r}")
+        return Span(low, high)
+
+    return parse
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be numbers separated by commas, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"must be numbers > 0 separated by commas, got {text!r}")
+    return values
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    one = whole(1)
+    return tuple(one(v) for v in text.split(",") if v.strip()) or (one(text),)
+
+
+def _dataset(text: str) -> str:
+    if text != "random" and not (text.startswith("file:") and len(text) > 5):
+        raise argparse.ArgumentTypeError(f"must be 'random' or 'file:PATH', got {text!r}")
+    return text
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text.removesuffix("s"))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
+    return value
+
+
+def positive(text: str) -> float:
+    value = non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def _path(text: str) -> str:
     if not text.startswith("/"):
         raise argparse.ArgumentTypeError(f"must start with '/', got {text!r}")
@@ -101,9 +168,30 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("--endianness", _one_of(ENDIANNESS), "native", "Byte order of base64/bytes embeddings.", choices=ENDIANNESS),
     Option("--dimensions", whole(1), None, "Ask for embeddings of this many dimensions (Matryoshka models)."),
-    Option("--batch-size", whole(1), 1, "Inputs per request."),
-    Option("--input-len", whole(1), 128, "Words per synthetic input (the client-side token estimate counts words)."),
-    Option("--documents", whole(1), 8, "Documents per query for rerank and score."),
+    Option("--batch-size", span(1), 1, "Inputs per request: N, or LOW:HIGH drawn per request."),
+    Option(
+        "--input-len",
+        span(1),
+        128,
+        "Length of each random input: tokens with --tokenizer, else words. N, or LOW:HIGH drawn per input.",
+    ),
+    Option("--input-len-range", span(1), None, "LOW:HIGH: draw each random input's length uniformly (overrides N)."),
+    Option("--documents", span(1), 8, "Documents per query for rerank and score: N, or LOW:HIGH."),
+    Option(
+        "--dataset",
+        _dataset,
+        "random",
+        "random, or file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages) or .csv.",
+    ),
+    Option("--seed", whole(0), 0, "Seed of the random inputs and batch shapes: the same seed sends the same requests."),
+    Option("--tokenizer", str, None, "Path of a local tokenizer.json: exact client-side token counts and lengths."),
+    Option("--request-rate", positive, None, "Open loop: requests/s of the whole run (all workers together)."),
+    Option("--burstiness", positive, 1.0, "Gamma shape of the arrivals: 1 is Poisson, < 1 burstier, > 1 steadier."),
+    Option("--max-concurrency", whole(1), None, "Open loop: requests in flight at most (the whole run)."),
+    Option("--warmup", non_negative, 0.0, "Seconds from the start whose requests are sent but counted nowhere."),
+    Option("--sweep-rates", _rates, None, "Sweep: open-loop request rates, one step each (e.g. 10,20,40)."),
+    Option("--sweep-users", _counts, None, "Sweep: concurrency levels (users), one step each (e.g. 8,16,32)."),
+    Option("--sweep-step-time", positive, 30.0, "Seconds per sweep step."),
     Option("--api-key", str, None, "Sent as 'Authorization: Bearer'. Falls back to $OPENAI_API_KEY.", secret=True),
     Option("--request-timeout", seconds, 60.0, "Whole-request deadline in seconds, headers and body together."),
     Option("--endpoint-path", _path, None, "Override the route of the User class (e.g. /v2/rerank)."),
@@ -111,6 +199,7 @@ OPTIONS: tuple[Option, ...] = (
 FLAGS: tuple[tuple[str, str], ...] = (
     ("--no-validate", "Do not check the answers (counts of embeddings, byte sizes)."),
     ("--check-vectors", "Check that the first vector of every answer is finite and not all zero."),
+    ("--count-tokens-with-server", "Count client-side tokens with the server's /tokenize route, before the test."),
 )
 
 
@@ -124,12 +213,24 @@ def _show_in_web_ui(action: Any, secret: bool = False) -> Any:
     return action
 
 
+def _checked_text(parse: Callable[[str], Any]) -> Callable[[str], str]:
+    """For argparse: check the value at start, keep it as text. The master sends parsed_options to its
+    workers with msgpack, which knows no Span; Settings.from_options parses the text again."""
+
+    def check(text: str) -> str:
+        parse(text)
+        return text
+
+    return check
+
+
 def register(parser: Any, title: str, options: tuple[Option, ...], flags: tuple[tuple[str, str], ...] = ()) -> None:
     """Add options to Locust's parser in their own --help group, each shown in the web UI."""
     group = parser.add_argument_group(title)
     for opt in options:
+        checked = _checked_text(opt.parse) if opt.parse is not None else None
         action = group.add_argument(
-            opt.flag, type=opt.parse, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
+            opt.flag, type=checked, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
         )
         _show_in_web_ui(action, opt.secret)
     for flag, help_text in flags:
@@ -151,14 +252,26 @@ class Settings:
     embed_dtype: str = "float32"
     endianness: str = "native"
     dimensions: int | None = None
-    batch_size: int = 1
-    input_len: int = 128
-    documents: int = 8
+    batch_size: Span = Span(1, 1)
+    input_len: Span = Span(128, 128)
+    input_len_range: Span | None = None
+    documents: Span = Span(8, 8)
+    dataset: str = "random"
+    seed: int = 0
+    tokenizer: str | None = None
+    request_rate: float | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    warmup: float = 0.0
+    sweep_rates: tuple[float, ...] | None = None
+    sweep_users: tuple[int, ...] | None = None
+    sweep_step_time: float = 30.0
     api_key: str | None = field(default=None, repr=False)
     request_timeout: float = 60.0
     endpoint_path: str | None = None
     validate: bool = True
     check_vectors: bool = False
+    count_tokens_with_server: bool = False
 
     @classmethod
     def from_options(cls, options: argparse.Namespace | None) -> Settings:
@@ -177,7 +290,20 @@ class Settings:
         values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY") or None
         values["validate"] = not bool(getattr(options, "no_validate", False))
         values["check_vectors"] = bool(getattr(options, "check_vectors", False))
+        values["count_tokens_with_server"] = bool(getattr(options, "count_tokens_with_server", False))
+        if values["input_len_range"] is not None:
+            values["input_len"] = values["input_len_range"]
+        if values["sweep_rates"] and values["sweep_users"]:
+            raise OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
+        if values["sweep_rates"] and values["request_rate"]:
+            raise OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
+        if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
+            raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
         return cls(**values)
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.request_rate or self.sweep_rates)
 
     @property
     def binary(self) -> bool:

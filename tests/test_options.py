@@ -8,7 +8,7 @@ import pytest
 
 import poolbench_locust as pb
 from poolbench_locust.engine.user import plan_for
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError, Settings, Span
 from tests.harness import options
 
 
@@ -29,7 +29,7 @@ def test_api_key_never_in_the_settings_text():
 def test_web_ui_strings_are_parsed_like_the_command_line():
     form = argparse.Namespace(**{**vars(options()), "batch_size": "16", "dimensions": "", "request_timeout": "2.5"})
     settings = Settings.from_options(form)
-    assert (settings.batch_size, settings.dimensions, settings.request_timeout) == (16, None, 2.5)
+    assert (settings.batch_size, settings.dimensions, settings.request_timeout) == (Span(16, 16), None, 2.5)
     with pytest.raises(OptionError, match=r"^--batch-size: must be a whole number >= 1, got 0$"):
         Settings.from_options(argparse.Namespace(**{**vars(options()), "batch_size": "0"}))
 

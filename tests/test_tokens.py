@@ -12,7 +12,7 @@ REQUESTS = 5
 
 @pytest.mark.parametrize(
     ("encoding", "source"),
-    [("float", "server"), ("base64", "server"), ("bytes", "metadata"), ("bytes_only", "client")],
+    [("float", "server"), ("base64", "server"), ("bytes", "metadata"), ("bytes_only", "client-estimate")],
 )
 def test_embedding_tokens_add_up_to_the_mock_count(mock_server, encoding, source):
     run = Run(

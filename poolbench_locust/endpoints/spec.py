@@ -19,8 +19,10 @@ Shape = Literal["texts", "pairs", "chat"]
 @dataclass(frozen=True, slots=True)
 class Inputs:
     texts: tuple[str, ...]
-    """The texts to embed/classify, or the documents of a query."""
+    """The texts to embed/classify, the documents of a query, or the contents of a chat's messages."""
     query: str = ""
+    messages: tuple[Mapping[str, Any], ...] = ()
+    """A chat conversation as a dataset gave it (roles included); empty for synthetic chats."""
 
 
 @dataclass(frozen=True, slots=True)

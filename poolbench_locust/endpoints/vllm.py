@@ -50,7 +50,7 @@ EMBEDDINGS_CHAT = Endpoint(
     shape="chat",
     body=lambda x, s: {
         **model_field(s),
-        "messages": [{"role": "user", "content": text} for text in x.texts],
+        "messages": list(x.messages) or [{"role": "user", "content": text} for text in x.texts],
         **_encoding_fields(s),
     },
     answer=data_answer("embedding"),

@@ -20,6 +20,7 @@ import gevent
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from locust import FastHttpUser, task
+from locust.event import EventHook
 from locust.exception import StopUser
 
 from poolbench_locust.endpoints.spec import Endpoint
@@ -34,12 +35,18 @@ from poolbench_locust.wire import (
     TEI_TIMING_HEADERS,
     TEI_TOKENS_HEADER,
 )
-from poolbench_locust.workload import PreparedRequest, request_pool
+from poolbench_locust.workload import PreparedRequest, arrival, request_pool
+from poolbench_locust.workload.arrival import OPEN_LOOP
+from poolbench_locust.workload.datasets import dataset_for
+from poolbench_locust.workload.tokens import counter_for
 
 logger = logging.getLogger(__name__)
 
 ERROR_BODY_LIMIT = 64 * 1024
 """An error page is read up to this much for its message; past it the connection is dropped."""
+
+_UNCOUNTED = EventHook()
+"""Where warm-up requests report: no stats, no CSV, no master listens here."""
 
 ANY_STATUS = frozenset(range(100, 600))
 """geventhttpclient closes the connection on a status it calls bad before the body is read;
@@ -56,6 +63,8 @@ class Plan:
     label: str
     headers: dict[str, str]
     requests: list[PreparedRequest]
+    client_token_source: str
+    """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
 
@@ -74,12 +83,14 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
 _plans: dict[tuple[type, Settings], Plan] = {}
 
 
-def plan_for(user_class: type[EndpointUser], options: Any) -> Plan:
+def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
+    """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
     settings = Settings.from_options(options)
     key = (user_class, settings)
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
+        counter = counter_for(settings, host or user_class.host or getattr(options, "host", None))
         route = settings.endpoint_path or endpoint.route
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
@@ -90,7 +101,8 @@ def plan_for(user_class: type[EndpointUser], options: Any) -> Plan:
             route=route,
             label=user_class.request_name or route,
             headers=headers,
-            requests=request_pool(endpoint, settings),
+            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
+            client_token_source=counter.source,
             dims=settings.dimensions,
         )
         _plans[key] = plan
@@ -175,7 +187,7 @@ class EndpointUser(FastHttpUser):
         # Options are checked when Locust starts (poolbench_locust.hooks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
-            self.plan: Plan | None = plan_for(type(self), environment.parsed_options)
+            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host)
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e
@@ -195,17 +207,33 @@ class EndpointUser(FastHttpUser):
 
     @task
     def send(self) -> None:
-        if self.plan is not None:
-            self._next = (self._next + 1) % len(self.plan.requests)
-            self.measure(self.plan.requests[self._next])
+        if (plan := self.plan) is None:
+            return
+        self._next = (self._next + 1) % len(plan.requests)
+        req = plan.requests[self._next]
+        settings = plan.settings
+        if not settings.open_loop:
+            self.measure(req)
+            return
+        due = OPEN_LOOP.next_send_time(self.environment, settings)
+        with OPEN_LOOP.slot(self.environment, settings):
+            self.measure(req, due=due)
 
-    def measure(self, req: PreparedRequest) -> None:
-        """Send one prepared request and fire its one request event."""
+    def measure(self, req: PreparedRequest, due: float | None = None) -> None:
+        """Send one prepared request and fire its one request event.
+
+        `due` is the perf_counter time an open-loop schedule meant it to leave: when it leaves later
+        (no free slot), its time counts from then, and the wait is reported as queue_ms.
+        """
         if (plan := self.plan) is None:
             raise StopUser()
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         start = perf_counter()
+        origin = start if due is None else min(due, start)
+        warming = plan.settings.warmup > 0 and start - arrival.test_started_at < plan.settings.warmup
+        if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
+            self.client.request_event = _UNCOUNTED
         try:
             with self.client.request(
                 "POST",
@@ -225,7 +253,9 @@ class EndpointUser(FastHttpUser):
                     received, failure = 0, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
                 meta = resp.request_meta
-                meta["response_time"] = (perf_counter() - start) * 1000
+                meta["response_time"] = (perf_counter() - origin) * 1000
+                if due is not None:
+                    context["queue_ms"] = (start - origin) * 1000
                 meta["response_length"] = received
                 meta["context"] = {**meta["context"], **context}
                 if failure is None:
@@ -234,6 +264,8 @@ class EndpointUser(FastHttpUser):
                     resp.failure(failure)
         finally:
             deadline.close()
+            if warming:
+                self.client.request_event = self.environment.events.request
 
     def _consume(
         self,
@@ -270,9 +302,16 @@ class EndpointUser(FastHttpUser):
         except BadResponse as e:
             return e.received, str(e)
         if tokens is None:
-            tokens, source = (header_tokens, "server") if header_tokens is not None else (req.client_tokens, "client")
+            tokens, source = (
+                (header_tokens, "server")
+                if header_tokens is not None
+                else (req.client_tokens, plan.client_token_source)
+            )
         context["input_tokens"] = tokens
         context["token_source"] = source
+        if source in ("server", "metadata"):  # both counts exist: the stats show their gap
+            context["client_tokens"] = req.client_tokens
+            context["client_token_source"] = plan.client_token_source
         return body.wire_bytes, None
 
     def _binary(self, plan: Plan, resp: Any, req: PreparedRequest, deadline: gevent.Timeout) -> tuple[Body, int, str]:
@@ -289,4 +328,4 @@ class EndpointUser(FastHttpUser):
         head = (plan.dims or 0) * width if settings.check_vectors else 0
         body = read_body(resp, keep=False, head=head, deadline=deadline)
         plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
-        return body, req.client_tokens, "client"
+        return body, req.client_tokens, plan.client_token_source

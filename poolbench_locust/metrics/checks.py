@@ -9,33 +9,23 @@ from locust import events
 from locust.env import Environment
 
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.options import Option, register
+from poolbench_locust.options import Option, non_negative, register
 
 EXIT_CODE = 3
 """The exit code of a run whose checks failed (2 is Locust's for a bad command line)."""
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
-    return value
-
-
 def _ratio(text: str) -> float:
-    value = _non_negative(text)
+    value = non_negative(text)
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be a ratio from 0 to 1, got {value}")
     return value
 
 
 CHECKS = (
-    Option("--check-p95-ms", _non_negative, None, "Fail the run if Locust's total p95 response time exceeds this."),
+    Option("--check-p95-ms", non_negative, None, "Fail the run if Locust's total p95 response time exceeds this."),
     Option("--check-fail-ratio", _ratio, None, "Fail the run if the ratio of failed requests exceeds this (0-1)."),
-    Option("--check-min-tokens-per-s", _non_negative, None, "Fail the run if input tokens/s stay below this."),
+    Option("--check-min-tokens-per-s", non_negative, None, "Fail the run if input tokens/s stay below this."),
 )
 
 
@@ -61,7 +51,7 @@ def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
         return []
     total = runner.stats.total
     failed = []
-    if (p95 := _limit(options, "check_p95_ms", _non_negative)) is not None:
+    if (p95 := _limit(options, "check_p95_ms", non_negative)) is not None:
         measured = total.get_response_time_percentile(0.95) or 0
         if measured > p95:
             failed.append(f"--check-p95-ms {_number(p95)}: p95 response time was {measured} ms")
@@ -70,7 +60,7 @@ def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
             f"--check-fail-ratio {_number(ratio)}: {total.num_failures} of {total.num_requests} failed "
             f"({total.fail_ratio:.3f})"
         )
-    if (floor := _limit(options, "check_min_tokens_per_s", _non_negative)) is not None:
+    if (floor := _limit(options, "check_min_tokens_per_s", non_negative)) is not None:
         entry = stats.total
         elapsed = (entry.last - stats.start_time) if entry.last else 0.0
         rate = entry.input_tokens / elapsed if elapsed > 0 else 0.0

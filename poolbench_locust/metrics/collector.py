@@ -17,7 +17,7 @@ from typing import Any
 from locust.stats import bucket_response_time, calculate_response_time_percentile
 
 AGGREGATED = "Aggregated"
-SOURCES = ("server", "metadata", "client")
+SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
 _ZEROS = (0, 0, 0)
 
 
@@ -48,8 +48,19 @@ class Histogram:
         return {"counts": dict(self.counts), "n": self.n, "max": self.max}
 
 
-TIMINGS = ("ttfb", "e2e", "transfer", "server_queue", "server_inference")
+TIMINGS = ("ttfb", "e2e", "transfer", "queue", "server_queue", "server_inference")
 """Histograms kept per entry: the client's split of the time, and the server's own where it says."""
+
+
+COUNTERS = (
+    "requests",
+    "failures",
+    "input_tokens",
+    "sequences",
+    "bytes",
+    "server_tokens_compared",
+    "client_tokens_compared",
+)
 
 
 @dataclass
@@ -61,6 +72,9 @@ class Entry:
     tokens_by_source: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     sequences: int = 0
     bytes: int = 0
+    server_tokens_compared: int = 0
+    """Server-reported tokens of the requests the client counted too: the two sides of the gap."""
+    client_tokens_compared: int = 0
     per_second: dict[int, list[int]] = field(default_factory=dict)
     """Second -> [input tokens, sequences, bytes], for the current-window rates."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
@@ -77,26 +91,32 @@ class Entry:
         else:
             tokens = context.get("input_tokens", 0)
             self.input_tokens += tokens
-            self.tokens_by_source[context.get("token_source", "client")] += tokens
+            self.tokens_by_source[context.get("token_source", "client-estimate")] += tokens
             self.sequences += sequences
+            if (client := context.get("client_tokens")) is not None:
+                self.server_tokens_compared += tokens
+                self.client_tokens_compared += client
         second = self.per_second.setdefault(int(now), [0, 0, 0])
         second[0] += tokens
         second[1] += 0 if failed else sequences
         second[2] += nbytes
         timings = self.timings
         timings["e2e"].add(e2e)
+        queue = context.get("queue_ms")
+        if queue is not None:
+            timings["queue"].add(queue)
         if (ttfb := context.get("ttfb_ms")) is not None:
             timings["ttfb"].add(ttfb)
-            timings["transfer"].add(max(e2e - ttfb, 0.0))
-        if (queue := context.get("server_queue_ms")) is not None:
-            timings["server_queue"].add(queue)
+            timings["transfer"].add(max(e2e - ttfb - (queue or 0.0), 0.0))
+        if (server_queue := context.get("server_queue_ms")) is not None:
+            timings["server_queue"].add(server_queue)
         if (inference := context.get("server_inference_ms")) is not None:
             timings["server_inference"].add(inference)
         self.first = now if self.first is None else self.first
         self.last = now
 
     def merge(self, data: dict[str, Any]) -> None:
-        for key in ("requests", "failures", "input_tokens", "sequences", "bytes"):
+        for key in COUNTERS:
             setattr(self, key, getattr(self, key) + data[key])
         for source, tokens in data["tokens_by_source"].items():
             self.tokens_by_source[source] += tokens
@@ -119,11 +139,21 @@ class Entry:
             "tokens_by_source": dict(self.tokens_by_source),
             "sequences": self.sequences,
             "bytes": self.bytes,
+            "server_tokens_compared": self.server_tokens_compared,
+            "client_tokens_compared": self.client_tokens_compared,
             "per_second": self.per_second,
             "timings": {k: h.dump() for k, h in self.timings.items()},
             "first": self.first,
             "last": self.last,
         }
+
+    def token_gap_percent(self) -> float | None:
+        """How far the server's count is from the client's, where both exist (Infinity counts characters)."""
+        if not self.client_tokens_compared:
+            return None
+        return round(
+            100.0 * (self.server_tokens_compared - self.client_tokens_compared) / self.client_tokens_compared, 1
+        )
 
     def token_source(self) -> str:
         used = [s for s in SOURCES if self.tokens_by_source.get(s)]

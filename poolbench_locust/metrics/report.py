@@ -13,6 +13,7 @@ TIMING_COLUMNS = (
     ("ttfb", "TTFB"),
     ("e2e", "E2E"),
     ("transfer", "Transfer"),
+    ("queue", "Queue"),
     ("server_queue", "Server Queue"),
     ("server_inference", "Server Inference"),
 )
@@ -45,6 +46,8 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
         ("MB/s", lambda s, e: round(e.bytes / MB / _elapsed(s, e), 3) if e.last else 0.0),
         ("Current MB/s", lambda s, e: round(e.current(2, s.start_time) / MB, 3)),
         ("Token Source", lambda s, e: e.token_source()),
+        ("Client Tokens", lambda s, e: e.client_tokens_compared or None),
+        ("Token Gap %", lambda s, e: e.token_gap_percent()),
     ]
     for key, title in TIMING_COLUMNS:
         for p in PERCENTILES:

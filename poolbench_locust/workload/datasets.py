@@ -1,0 +1,190 @@
+"""Where the inputs come from: random text of a given length, or a file of the user's.
+
+A bad file stops the run at start with the file, the line and the field named, as an OptionError
+of --dataset, so that nothing is learned about a broken dataset in the middle of a test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+from collections.abc import Mapping
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from poolbench_locust.endpoints.spec import Inputs, Shape
+from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.workload.tokens import TokenCounter
+
+VOCABULARY = (
+    "the of and to in is that for it as with was on be by this are from at or an have not which but "
+    "vector model server token batch query document search answer score rank embed latency memory "
+    "river mountain window garden yellow silver quiet rapid ancient modern simple careful bright "
+    "north south east west winter summer spring autumn morning evening little large small great"
+).split()
+"""Common English words: most tokenizers give each of them one token."""
+
+
+class Dataset(Protocol):
+    def draw(self, rng: random.Random) -> Inputs: ...
+
+    def size_hint(self) -> int:
+        """How many distinct requests are worth preparing."""
+        ...
+
+
+def fit_text(rng: random.Random, length: int, counter: TokenCounter) -> str:
+    """Random words whose count by `counter` is exactly `length` (words, or a tokenizer's tokens)."""
+    words = rng.choices(VOCABULARY, k=length)
+    for _ in range(16):  # a tokenizer adds special tokens or splits a word: converge on the target
+        text = " ".join(words)
+        gap = length - counter.count(text)
+        if gap == 0:
+            return text
+        if gap > 0:
+            words += rng.choices(VOCABULARY, k=gap)
+        elif len(words) > -gap:
+            words = words[:gap]
+        else:
+            break
+    raise OptionError("--input-len", f"cannot build a text of exactly {length} tokens with this tokenizer")
+
+
+class RandomDataset:
+    def __init__(self, settings: Settings, shape: Shape, counter: TokenCounter) -> None:
+        self.settings, self.shape, self.counter = settings, shape, counter
+
+    def _text(self, rng: random.Random) -> str:
+        return fit_text(rng, self.settings.input_len.draw(rng), self.counter)
+
+    def draw(self, rng: random.Random) -> Inputs:
+        if self.shape == "pairs":
+            documents = self.settings.documents.draw(rng)
+            query = self._text(rng)
+            return Inputs(tuple(self._text(rng) for _ in range(documents)), query=query)
+        return Inputs(tuple(self._text(rng) for _ in range(self.settings.batch_size.draw(rng))))
+
+    def size_hint(self) -> int:
+        return 32
+
+
+class FileDataset:
+    """Records of a file, taken in order (so a seed repeats a run exactly), wrapping at the end."""
+
+    def __init__(self, records: list[Inputs], settings: Settings, shape: Shape) -> None:
+        self.records, self.settings, self.shape = records, settings, shape
+        self._cursor = 0
+
+    def _next(self) -> Inputs:
+        record = self.records[self._cursor % len(self.records)]
+        self._cursor += 1
+        return record
+
+    def draw(self, rng: random.Random) -> Inputs:
+        if self.shape != "texts":
+            return self._next()
+        batch = self.settings.batch_size.draw(rng)
+        return Inputs(tuple(self._next().texts[0] for _ in range(batch)))
+
+    def size_hint(self) -> int:
+        per_request = 1 if self.shape != "texts" else max(self.settings.batch_size.lo, 1)
+        return min(max(32, -(-len(self.records) // per_request)), 10_000)
+
+
+def _fail(where: str, message: str) -> OptionError:
+    return OptionError("--dataset", f"{where}: {message}")
+
+
+def _text_field(record: Any, field: str, where: str) -> str:
+    value = record.get(field) if isinstance(record, Mapping) else None
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(where, f"field {field!r} missing or not a non-empty string")
+    return value
+
+
+def _jsonl_record(record: Any, shape: Shape, where: str) -> Inputs:
+    if shape == "texts":
+        return Inputs((_text_field(record, "text", where),))
+    if shape == "pairs":
+        query = _text_field(record, "query", where)
+        docs = record.get("documents")
+        if not isinstance(docs, list) or not docs or not all(isinstance(d, str) and d.strip() for d in docs):
+            raise _fail(where, "field 'documents' missing or not a non-empty list of strings")
+        return Inputs(tuple(docs), query=query)
+    messages = record.get("messages") if isinstance(record, Mapping) else None
+    if not isinstance(messages, list) or not messages:
+        raise _fail(where, "field 'messages' missing or not a non-empty list")
+    for message in messages:
+        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str) or "role" not in message:
+            raise _fail(where, "field 'messages' holds an item without 'role' and string 'content'")
+    return Inputs(tuple(m["content"] for m in messages), messages=tuple(messages))
+
+
+def _decode(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise _fail(f"{path}:{line}", "not UTF-8 text") from None
+
+
+def _csv_records(text: str, shape: Shape, path: Path) -> list[Inputs]:
+    reader = csv.DictReader(io.StringIO(text))
+    needed = {"texts": ["text"], "pairs": ["query", "document"]}.get(shape)
+    if needed is None:
+        raise _fail(str(path), "chat datasets must be .jsonl with a 'messages' field")
+    missing = [f for f in needed if f not in (reader.fieldnames or [])]
+    if missing:
+        raise _fail(f"{path}:1", f"header has no column {missing[0]!r}")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        rows.append((line, {f: _text_field(row, f, f"{path}:{line}") for f in needed}))
+    if shape == "texts":
+        return [Inputs((r["text"],)) for _, r in rows]
+    # consecutive rows with the same query are one query with its documents
+    return [
+        Inputs(tuple(r["document"] for _, r in group), query=query)
+        for query, group in ((q, list(g)) for q, g in groupby(rows, key=lambda lr: lr[1]["query"]))
+    ]
+
+
+def load_file(path_text: str, shape: Shape) -> list[Inputs]:
+    path = Path(path_text)
+    if not path.is_file():
+        raise _fail(str(path), "no such file")
+    text = _decode(path)
+    suffix = path.suffix.lower()
+    if suffix == ".txt":
+        if shape == "pairs":
+            raise _fail(str(path), "rerank/score datasets need .jsonl (query, documents) or .csv (query, document)")
+        records = [Inputs((line,)) for line in text.splitlines() if line.strip()]
+        if shape == "chat":
+            records = [Inputs(r.texts, messages=({"role": "user", "content": r.texts[0]},)) for r in records]
+    elif suffix == ".jsonl":
+        records = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise _fail(f"{path}:{number}", f"not JSON: {e}") from None
+            records.append(_jsonl_record(record, shape, f"{path}:{number}"))
+    elif suffix == ".csv":
+        records = _csv_records(text, shape, path)
+    else:
+        raise _fail(str(path), "must end in .txt, .jsonl or .csv")
+    if not records:
+        raise _fail(str(path), "holds no inputs")
+    return records
+
+
+def dataset_for(settings: Settings, shape: Shape, counter: TokenCounter) -> Dataset:
+    if settings.dataset.startswith("file:"):
+        return FileDataset(load_file(settings.dataset.removeprefix("file:"), shape), settings, shape)
+    return RandomDataset(settings, shape, counter)

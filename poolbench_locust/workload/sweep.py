@@ -1,0 +1,140 @@
+"""A sweep: the same test at rising request rates (open loop) or user counts (closed loop), a fixed
+time per step, with one row per step (PREFIX_sweep.csv) to find the knee of the server's curve."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import sys
+from typing import Any
+
+from locust import LoadTestShape, events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+from locust.stats import calculate_response_time_percentile, diff_response_time_dicts
+
+from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.workload.arrival import RATE_MESSAGE
+
+logger = logging.getLogger("poolbench_locust")
+
+COLUMNS = [
+    "Step",
+    "Target",
+    "Seconds",
+    "Request Count",
+    "Failure Count",
+    "Requests/s",
+    "Input Tokens/s",
+    "E2E 50%",
+    "E2E 90%",
+    "E2E 95%",
+    "E2E 99%",
+]
+
+
+class SweepShape(LoadTestShape):
+    abstract = True  # not picked up from a locustfile: made by poolbench_locust when --sweep-* is given
+
+    def __init__(self, environment: Environment, settings: Settings) -> None:
+        super().__init__()
+        self.environment = environment
+        self.settings = settings
+        self.by_rate = bool(settings.sweep_rates)
+        self.targets: tuple[float, ...] = settings.sweep_rates or tuple(settings.sweep_users or ())
+        self.users = int(getattr(environment.parsed_options, "num_users", 0) or 0)
+        if self.by_rate and not self.users:
+            raise OptionError("--sweep-rates", "needs --users: the most requests in flight at once")
+        self.step = -1
+        self.rows: list[list[Any]] = []
+        self._mark: dict[str, Any] | None = None
+        self._ended_at: float | None = None
+
+    def tick(self) -> tuple[int, float] | None:
+        step = int(self.get_run_time() // self.settings.sweep_step_time)
+        if step >= len(self.targets):
+            # the last step's row is written at quitting, after the workers' last reports; its time ends now
+            self._ended_at = self._ended_at or self.get_run_time()
+            return None
+        if step != self.step:
+            self._close_step()
+            self.step = step
+            if self.by_rate:
+                assert self.runner is not None
+                self.runner.send_message(RATE_MESSAGE, self.targets[step])
+            logger.info(
+                "Sweep step %d of %d: %s %g",
+                step + 1,
+                len(self.targets),
+                "rate" if self.by_rate else "users",
+                self.targets[step],
+            )
+        users = self.users if self.by_rate else int(self.targets[self.step])
+        return users, float(users)
+
+    def _snapshot(self) -> dict[str, Any]:
+        from poolbench_locust.metrics.reporting import stats_of
+
+        total = self.environment.runner.stats.total  # type: ignore[union-attr]
+        return {
+            "requests": total.num_requests,
+            "failures": total.num_failures,
+            "times": dict(total.response_times),
+            "tokens": stats_of(self.environment).total.input_tokens,
+            "at": self._ended_at or self.get_run_time(),
+        }
+
+    def _close_step(self) -> None:
+        """Write the row of the step that just ended (figures since the previous mark)."""
+        now = self._snapshot()
+        if self._mark is not None and self.step >= 0:
+            before = self._mark
+            seconds = max(now["at"] - before["at"], 1e-9)
+            count = now["requests"] - before["requests"]
+            times = diff_response_time_dicts(now["times"], before["times"])
+            self.rows.append(
+                [
+                    self.step + 1,
+                    self.targets[self.step],
+                    round(seconds, 1),
+                    count,
+                    now["failures"] - before["failures"],
+                    round(count / seconds, 2),
+                    round((now["tokens"] - before["tokens"]) / seconds, 1),
+                    *(
+                        calculate_response_time_percentile(times, count, p) if count else ""
+                        for p in (0.5, 0.9, 0.95, 0.99)
+                    ),
+                ]
+            )
+        self._mark = now
+
+    def write(self, path: str) -> None:
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(COLUMNS)
+            writer.writerows(self.rows)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner) or runner is None:
+        return
+    settings = Settings.from_options(environment.parsed_options)
+    if not (settings.sweep_rates or settings.sweep_users):
+        return
+    try:
+        shape = SweepShape(environment, settings)
+    except OptionError as e:
+        logger.error("%s", e)
+        sys.exit(1)
+    shape.runner = runner
+    environment.shape_class = shape
+
+    @environment.events.quitting.add_listener
+    def finish(**_: Any) -> None:
+        if shape.step >= 0:
+            shape._close_step()  # the last step ends with the run: its figures are final only now
+        prefix = getattr(environment.parsed_options, "csv_prefix", None)
+        if prefix:
+            shape.write(f"{prefix}_sweep.csv")

@@ -1,0 +1,321 @@
+"""Workloads that match real traffic: datasets, exact token counts, seeds, open-loop arrivals,
+sweeps and warm-up."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from pathlib import Path
+
+import orjson
+import pytest
+
+import poolbench_locust as pb
+from poolbench_locust.engine.user import plan_for
+from poolbench_locust.options import OptionError
+from tests.harness import Run, failure_text, options
+from tests.test_cli import csv_rows, locust
+
+
+def write_tokenizer(path: Path) -> Path:
+    """A small WordLevel tokenizer with [CLS] ... [SEP], as BERT-like embedding models count."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from poolbench_locust.workload.datasets import VOCABULARY
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", "[CLS]", "[SEP]", *VOCABULARY])}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
+    )
+    tok.save(str(path))
+    return path
+
+
+def texts_of(plan) -> list[list[str]]:
+    return [orjson.loads(r.body)["input"] for r in plan.requests]
+
+
+def test_random_inputs_with_a_tokenizer_hit_the_exact_token_length(tmp_path):
+    from tokenizers import Tokenizer
+
+    path = write_tokenizer(tmp_path / "tokenizer.json")
+    plan = plan_for(pb.EmbeddingsUser, options("--tokenizer", str(path), "--input-len", "17", "--batch-size", "3"))
+    tokenizer = Tokenizer.from_file(str(path))
+    counts = {len(tokenizer.encode(t).ids) for batch in texts_of(plan) for t in batch}
+    assert counts == {17}
+    assert plan.client_token_source == "client-tokenizer"
+    assert {r.client_tokens for r in plan.requests} == {51}
+
+
+def test_input_len_range_and_batch_range_are_drawn_per_request():
+    plan = plan_for(pb.EmbeddingsUser, options("--input-len-range", "3:9", "--batch-size", "1:4", "--seed", "5"))
+    batches = texts_of(plan)
+    assert {len(b) for b in batches} == {1, 2, 3, 4}
+    lengths = {len(t.split()) for b in batches for t in b}
+    assert min(lengths) >= 3 and max(lengths) <= 9 and len(lengths) > 3
+
+
+def test_a_fixed_seed_gives_the_same_requests_and_another_seed_others():
+    def bodies(seed: str) -> list[bytes]:
+        # a fresh User class per call, so the plan is built again, not taken from the cache
+        user = type("U", (pb.EmbeddingsUser,), {})
+        return [r.body for r in plan_for(user, options("--seed", seed, "--batch-size", "1:3")).requests]
+
+    assert bodies("7") == bodies("7")
+    assert bodies("7") != bodies("8")
+
+
+DATASETS = [
+    (pb.EmbeddingsUser, "inputs.txt", "first line\n\nsecond line here\n", 2),
+    (pb.EmbeddingsUser, "inputs.jsonl", '{"text": "a b c"}\n{"text": "d e"}\n', 2),
+    (pb.EmbeddingsUser, "inputs.csv", "id,text\n1,a b c\n2,d e f g\n", 2),
+    (pb.RerankUser, "pairs.jsonl", '{"query": "q w", "documents": ["a b", "c d e"]}\n', 2),
+    (pb.ScoreUser, "pairs.csv", "query,document\nq1,a b\nq1,c\nq2,d e\n", 2),
+    (
+        pb.EmbeddingsChatUser,
+        "chat.jsonl",
+        '{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"}]}\n',
+        1,
+    ),
+]
+
+
+@pytest.mark.parametrize(("user_class", "name", "content", "batch"), DATASETS, ids=[d[1] for d in DATASETS])
+def test_file_datasets_load_and_run_against_the_mock(mock_server, tmp_path, user_class, name, content, batch):
+    path = tmp_path / name
+    path.write_text(content)
+    run = Run(user_class, mock_server.url, "--dataset", f"file:{path}", "--batch-size", str(batch))
+    mock_server.reset()
+    events = [run.one() for _ in range(4)]
+    assert [failure_text(e) for e in events] == [""] * 4
+    assert sum(e["context"]["input_tokens"] for e in events) == mock_server.stats()["prompt_tokens"]
+    assert sum(e["context"]["client_tokens"] for e in events) == mock_server.stats()["prompt_tokens"]
+
+
+BAD_FILES = [
+    ("missing.txt", None, r"missing.txt: no such file"),
+    ("empty.txt", b"\n\n", r"empty.txt: holds no inputs"),
+    ("latin1.txt", b"ok\nna\xefve\n", r"latin1.txt:2: not UTF-8 text"),
+    ("fields.jsonl", b'{"text": "a"}\n{"text": "b"}\n{"txt": "c"}\n', r"fields.jsonl:3: field 'text' missing"),
+    ("broken.jsonl", b'{"text": "a"}\n{"text": \n', r"broken.jsonl:2: not JSON"),
+    ("header.csv", b"id,body\n1,a\n", r"header.csv:1: header has no column 'text'"),
+    ("cell.csv", b'text\na\n\n""\n', r"cell.csv:\d+: field 'text' missing"),
+    ("inputs.parquet", b"x", r"must end in .txt, .jsonl or .csv"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), BAD_FILES, ids=[b[0] for b in BAD_FILES])
+def test_bad_dataset_files_fail_at_start_with_file_line_and_field(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    user = type("U", (pb.EmbeddingsUser,), {})
+    with pytest.raises(OptionError, match=rf"^--dataset: .*{message}"):
+        plan_for(user, options("--dataset", f"file:{path}"))
+
+
+def test_bad_dataset_stops_the_locust_run_at_start(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"query": "q", "documents": []}\n')
+    result = locust(
+        "-f",
+        "locustfiles/rerank.py",
+        "--headless",
+        "-t",
+        "2s",
+        "--host",
+        "http://127.0.0.1:9",
+        "--dataset",
+        f"file:{path}",
+    )
+    assert result.returncode == 1
+    assert f"--dataset: {path}:1: field 'documents' missing or not a non-empty list of strings" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bytes_only_tokens_counted_by_the_server_tokenize_route(mock_server):
+    run = Run(
+        pb.EmbeddingsUser,
+        mock_server.url,
+        "--count-tokens-with-server",
+        "--encoding-format",
+        "bytes_only",
+        "--batch-size",
+        "2",
+        "--input-len",
+        "6",
+    )
+    event = run.one()
+    assert event["context"]["token_source"] == "client-tokenize"
+    assert event["context"]["input_tokens"] == 12
+
+
+def test_infinity_counts_characters_and_the_gap_shows_it(mock_server, tmp_path):
+    prefix = tmp_path / "inf"
+    result = locust(
+        "-f",
+        "locustfiles/infinity.py",
+        "--host",
+        mock_server.url,
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "2s",
+        "--stop-timeout",
+        "5",
+        "--input-len",
+        "5",
+        "--csv",
+        str(prefix),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = csv_rows(Path(f"{prefix}_pooling.csv"))["/embeddings"]
+    assert float(row["Token Gap %"]) > 100, "5 short words are far more characters than tokens"
+    assert int(row["Client Tokens"]) > 0
+
+
+def test_open_loop_arrival_gaps_have_the_asked_mean_and_shape():
+    from statistics import fmean, pstdev
+
+    from poolbench_locust.options import Settings
+    from poolbench_locust.workload.arrival import OpenLoop
+
+    class Env:  # one process that holds every user of the run: its share of the rate is all of it
+        runner = None
+        parsed_options = None
+
+    for burstiness in (1.0, 0.5, 4.0):
+        loop = OpenLoop()
+        loop.reset(seed=1)
+        settings = Settings(request_rate=4000.0, burstiness=burstiness)
+        dues = [loop.next_send_time(Env(), settings) for _ in range(2000)]  # half a second of arrivals
+        loop.reset()
+        gaps = [b - a for a, b in itertools.pairwise(dues)]
+        assert fmean(gaps) == pytest.approx(1 / 4000, rel=0.08)
+        assert pstdev(gaps) / fmean(gaps) == pytest.approx(burstiness**-0.5, rel=0.12)  # gamma: CV = 1/sqrt(k)
+
+
+def test_open_loop_achieves_the_asked_rate(mock_server_factory, tmp_path):
+    """A steady arrival process (burstiness 25: gaps vary by 20%) so that 8 s suffice to judge 5%."""
+    mock = mock_server_factory("--ttfb-ms", "20")
+    prefix = tmp_path / "open"
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock.url,
+        "--headless",
+        "-u",
+        "10",
+        "-r",
+        "100",
+        "-t",
+        "8s",
+        "--stop-timeout",
+        "5",
+        "--request-rate",
+        "40",
+        "--burstiness",
+        "25",
+        "--csv",
+        str(prefix),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Locust's own Requests/s counts from before the first user started: judge by count over run time
+    achieved = int(csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]["Request Count"]) / 8
+    assert abs(achieved - 40) <= 0.05 * 40, achieved
+
+
+def e2e(prefix: Path, column: str) -> float:
+    return float(csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"][column])
+
+
+def test_open_loop_latency_includes_queueing_that_closed_loop_hides(mock_server_factory, tmp_path):
+    """Service time 200 ms, 2 slots: at most 10 req/s. Asked for 16 req/s, requests queue."""
+    mock = mock_server_factory("--ttfb-ms", "200")
+    common = [
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock.url,
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "100",
+        "-t",
+        "5s",
+        "--stop-timeout",
+        "5",
+    ]
+    opened, closed = tmp_path / "open", tmp_path / "closed"
+    assert locust(*common, "--request-rate", "16", "--max-concurrency", "2", "--csv", str(opened)).returncode == 0
+    assert locust(*common, "--csv", str(closed)).returncode == 0
+    assert e2e(closed, "E2E 95%") < 300, "closed loop sees the service time only"
+    assert e2e(opened, "E2E 95%") > 2 * e2e(closed, "E2E 95%"), "open loop sees the queue grow"
+    assert e2e(opened, "Queue 95%") > 500
+
+
+@pytest.mark.parametrize(
+    ("sweep", "targets"), [(["--sweep-users", "1,3"], [1, 3]), (["--sweep-rates", "5,15", "-u", "4"], [5, 15])]
+)
+def test_sweep_writes_one_row_per_step(mock_server_factory, tmp_path, sweep, targets):
+    mock = mock_server_factory("--ttfb-ms", "20")
+    prefix = tmp_path / "sweep"
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock.url,
+        "--headless",
+        *sweep,
+        "--sweep-step-time",
+        "3",
+        "--stop-timeout",
+        "5",
+        "--csv",
+        str(prefix),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open(f"{prefix}_sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["Target"]) for r in rows] == targets
+    assert all(int(r["Request Count"]) > 0 for r in rows)
+    if sweep[0] == "--sweep-rates":
+        assert [round(float(r["Requests/s"])) for r in rows] == pytest.approx(targets, rel=0.25)
+
+
+def test_warmup_requests_are_counted_nowhere(mock_server, tmp_path):
+    prefix = tmp_path / "warm"
+    result = locust(
+        "-f",
+        "locustfiles/embeddings.py",
+        "--host",
+        mock_server.url,
+        "--headless",
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "4s",
+        "--stop-timeout",
+        "5",
+        "--warmup",
+        "2",
+        "--request-rate",
+        "20",
+        "--csv",
+        str(prefix),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    counted = int(csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]["Request Count"])
+    pooling = int(csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]["Request Count"])
+    served = mock_server.stats()["requests"]
+    assert counted == pooling
+    assert 25 <= served - counted <= 55, (served, counted)  # about 2 s of 20 req/s went uncounted
