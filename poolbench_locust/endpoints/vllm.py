@@ -9,6 +9,7 @@ from poolbench_locust.endpoints.spec import (
     Answer,
     AnswerError,
     Endpoint,
+    Inputs,
     data_answer,
     dimensions_field,
     model_field,
@@ -37,10 +38,15 @@ def _cohere_embed_answer(doc: Any) -> Answer:
     return Answer(len(floats), tokens if isinstance(tokens, int) else None, floats[0] if floats else None)
 
 
+def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
+    """The body /v1/embeddings and /pooling share."""
+    return {**model_field(settings), "input": list(inputs.texts), **_encoding_fields(settings)}
+
+
 EMBEDDINGS = Endpoint(
     route="/v1/embeddings",
     shape="texts",
-    body=lambda x, s: {**model_field(s), "input": list(x.texts), **_encoding_fields(s)},
+    body=_input_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
 )
@@ -60,7 +66,7 @@ EMBEDDINGS_CHAT = Endpoint(
 POOLING = Endpoint(
     route="/pooling",
     shape="texts",
-    body=lambda x, s: {**model_field(s), "input": list(x.texts), **_encoding_fields(s)},
+    body=_input_body,
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
 )
