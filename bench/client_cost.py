@@ -1,0 +1,202 @@
+"""Client cost: CPU seconds per 1,000 requests of the load-generating process, and what one process sustains.
+
+    python bench/client_cost.py [--seconds 7] [--max-seconds 6] [--rounds 2] [--only small,large,bytes]
+
+Each client is its own process against the bundled mock server (its own process, no delays), and
+takes its own CPU time from the OS (getrusage, utime + stime) over a window that opens 2 s into the
+run. First at a fixed request rate, the same for every client of a payload (Locust users with
+constant_throughput; vLLM's client sends on a fixed schedule as `vllm bench serve --request-rate`),
+`--rounds` times, the clients taking turns (the median counts: other work on a shared machine moves
+single runs); then closed-loop with 32 requests in flight, for the most one process does. One process uses
+one core at most (Locust and asyncio are single-threaded); where the client's share of its core
+stays below 100 %, the mock server was the limit, and `per core` projects the figure to a full core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as `python bench/client_cost.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    FAST,
+    FAST_JSON,
+    POOLBENCH,
+    REQUESTS,
+    ROOT,
+    Client,
+    ClientRun,
+    Mock,
+    Payload,
+    machine_line,
+    run_client,
+    table,
+    vllm_clients,
+    write_result,
+)
+
+WARMUP = 2.0
+TARGET_VS_FAST = 1.2
+CLOSED_LOOP_USERS = 32
+"""Requests in flight in the closed-loop runs: enough that neither process waits for the other."""
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    label: str
+    payload: Payload
+    rate: float
+    """Requests/s of the fixed-rate runs: well within what every client sustains."""
+    users: int
+    """Locust users sharing the fixed rate (constant_throughput of rate / users each)."""
+
+
+CASES = (
+    Case("small", "small JSON: 1 x 384 float", Payload("float", 1, 384, words=16), 200, 8),
+    Case("large", "large JSON: 64 x 1024 float", Payload("float", 64, 1024, words=16), 25, 8),
+    Case("bytes", "bytes: 64 x 4096 float32 (1 MB)", Payload("bytes", 64, 4096, words=16), 60, 8),
+)
+
+
+def _figures(runs: list[tuple[ClientRun, float]], body_bytes: float) -> dict[str, Any]:
+    """The figures of one client's runs: each round's, and the median CPU cost over the rounds."""
+    rounds = []
+    for run, mock_share in runs:
+        w = run.window
+        rps, share = w["requests"] / w["time"], w["cpu_s"] / w["time"]
+        rounds.append(
+            {
+                "requests": w["requests"],
+                "failures": w["failures"],
+                "requests_per_s": round(rps, 1),
+                "mb_per_s": round(rps * body_bytes / 1e6, 1),
+                "cpu_s_per_1000": round(1000 * w["cpu_s"] / w["requests"], 3) if w["requests"] else float("nan"),
+                "client_cpu_percent": round(100 * share, 1),
+                "mock_cpu_percent": round(100 * mock_share, 1),
+                "requests_per_s_per_core": round(rps / min(max(share, 1e-9), 1.0), 1),
+            }
+        )
+    best = min(rounds, key=lambda f: abs(f["cpu_s_per_1000"] - statistics.median(r["cpu_s_per_1000"] for r in rounds)))
+    return {**best, "cpu_s_per_1000": statistics.median(r["cpu_s_per_1000"] for r in rounds), "rounds": rounds}
+
+
+def _run(client: Client, mock: Mock, case: Case, seconds: float, rate: float | None) -> tuple[ClientRun, float]:
+    """One run, and the mock server's CPU share over its `seconds` of load."""
+    before = mock.cpu_seconds()
+    users = case.users if rate else CLOSED_LOOP_USERS
+    run = run_client(client, mock.url, case.payload, seconds, users=users, rate=rate, warmup=WARMUP)
+    return run, (mock.cpu_seconds() - before) / seconds
+
+
+def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> dict[str, Any]:
+    aiohttp_clients, vllm_note = vllm_clients()
+    every = [POOLBENCH, FAST, FAST_JSON, REQUESTS, *aiohttp_clients]
+    results = []
+    with Mock() as mock:
+        for case in CASES:
+            if case.key not in only:
+                continue
+            mock.reset()
+            clients = [c for c in every if c is not FAST_JSON or case.payload.encoding == "float"]
+            fixed: dict[str, list[tuple[ClientRun, float]]] = {c.label: [] for c in clients}
+            for i in range(rounds):  # the clients take turns, in a new order each round
+                for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
+                    fixed[client.label].append(_run(client, mock, case, seconds, case.rate))
+            most = {c.label: [_run(c, mock, case, max_seconds, None)] for c in clients}
+            stats = mock.stats()  # every answer of a case has the same body
+            body_bytes = stats["bytes_sent"] / max(stats["ok"], 1)
+            entry: dict[str, Any] = {"key": case.key, "payload": case.label, "rate": case.rate}
+            entry |= {"body_bytes": body_bytes, "clients": {}}
+            for c in clients:
+                entry["clients"][c.label] = {
+                    "fixed_rate": _figures(fixed[c.label], body_bytes),
+                    "closed_loop": _figures(most[c.label], body_bytes),
+                }
+            cost = {label: m["fixed_rate"]["cpu_s_per_1000"] for label, m in entry["clients"].items()}
+            mine, fast = cost[POOLBENCH.label], cost[FAST.label]
+            others = [v for k, v in cost.items() if k.startswith(("vLLM", "aiohttp"))]
+            entry["vs_fast"] = round(mine / fast, 2)
+            entry["target_met"] = mine <= TARGET_VS_FAST * fast and all(mine < o for o in others)
+            results.append(entry)
+    return {
+        "seconds": seconds,
+        "max_seconds": max_seconds,
+        "rounds": rounds,
+        "warmup": WARMUP,
+        "closed_loop_users": CLOSED_LOOP_USERS,
+        "vllm": vllm_note,
+        "cases": results,
+    }
+
+
+def report(r: dict) -> str:
+    cost_rows, max_rows = [], []
+    for case in r["cases"]:
+        for label, m in case["clients"].items():
+            f, c = m["fixed_rate"], m["closed_loop"]
+            achieved = min(x["requests_per_s"] for x in f["rounds"])
+            short = "" if achieved >= 0.95 * case["rate"] else " (short)"
+            each = " ".join(f"{x['cpu_s_per_1000']:.3f}" for x in f["rounds"])
+            failures = sum(x["failures"] for x in f["rounds"])
+            row = [case["key"], label, f"{case['rate']:g}", f"{achieved:g}{short}", failures, each]
+            cost_rows.append([*row, f"{f['cpu_s_per_1000']:.3f}"])
+            max_rows.append(
+                [
+                    case["key"],
+                    label,
+                    f"{c['requests_per_s']:.0f}",
+                    f"{c['mb_per_s']:.1f}",
+                    f"{c['client_cpu_percent']:.0f}",
+                    f"{c['mock_cpu_percent']:.0f}",
+                    f"{c['requests_per_s_per_core']:.0f}",
+                    f"{c['requests_per_s_per_core'] * case['body_bytes'] / 1e6:.1f}",
+                ]
+            )
+    verdicts = [
+        f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f} "
+        f"(target <= {TARGET_VS_FAST:g} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
+        for c in r["cases"]
+    ]
+    return "\n".join(
+        [
+            f"CPU seconds per 1,000 requests at a fixed rate ({r['rounds']} rounds of {r['seconds']:g} s runs, "
+            f"window after {r['warmup']:g} s)",
+            table(
+                ["payload", "client", "rate", "achieved (min)", "failures", "each round", "CPU s / 1000 (median)"],
+                cost_rows,
+            ),
+            *verdicts,
+            "",
+            f"Closed loop, most one process sustains ({r['closed_loop_users']} in flight, {r['max_seconds']:g} s runs; "
+            "per core: req/s / client CPU share)",
+            table(
+                ["payload", "client", "req/s", "MB/s", "client CPU %", "mock CPU %", "req/s per core", "MB/s per core"],
+                max_rows,
+            ),
+            f"vLLM: {r['vllm']}",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=7, help="run time of each fixed-rate run")
+    parser.add_argument("--max-seconds", type=float, default=6, help="run time of each closed-loop run")
+    parser.add_argument("--rounds", type=int, default=2, help="fixed-rate runs per client (the median counts)")
+    parser.add_argument("--only", default=",".join(c.key for c in CASES), help="payloads: small,large,bytes")
+    args = parser.parse_args()
+    r = measure(args.seconds, args.max_seconds, args.rounds, set(args.only.split(",")))
+    print(report(r))
+    print(machine_line())
+    print(f"written: {write_result('client_cost', r).relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

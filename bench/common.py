@@ -1,0 +1,407 @@
+"""What the bench/ scripts share: the mock server in its own process, headless Locust runs, their CSV
+files, the OS's CPU and peak-RSS accounting, request bodies, tables and result files.
+
+Everything binds or targets 127.0.0.1, and every child process is bounded in time (killed past it).
+`probe()` runs inside a Locust process (the bench locustfiles call it): it takes the process's own
+CPU time (getrusage) and request count at the start and the end of the measured window, and keeps
+each request's reported time when asked to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "bench"
+RESULTS = HERE / "results"
+PYTHON = sys.executable
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+MOCK_PREFIX = "poolbench-mock listening on "
+EMBEDDINGS = "/v1/embeddings"
+
+
+# ---------------------------------------------------------------- the mock server, in its own process
+
+
+class Mock:
+    """`python -m poolbench_locust.mockserver` on a free loopback port, stopped on exit."""
+
+    def __init__(self, *flags: str) -> None:
+        cmd = [PYTHON, "-m", "poolbench_locust.mockserver", "--host", "127.0.0.1", "--port", "0", *flags]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=CHILD_ENV)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 15)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        if not line.startswith(MOCK_PREFIX):
+            self.close()
+            raise RuntimeError(f"the mock server did not start: {line!r}")
+        self.url = line.removeprefix(MOCK_PREFIX).strip()
+        self.host, self.port = "127.0.0.1", int(self.url.rsplit(":", 1)[1])
+
+    def _call(self, method: str, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/mock/stats")
+
+    def reset(self) -> None:
+        self._call("POST", "/mock/reset")
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.proc.pid)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> Mock:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a running process, from /proc/<pid>/stat (the kernel's own accounting)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- child processes
+
+
+@dataclass
+class Finished:
+    returncode: int
+    cpu_s: float
+    """utime + stime of the child and the children it waited for (wait4's rusage)."""
+    peak_rss_mb: float
+    """The largest peak RSS of the child or one of its children (ru_maxrss, the kernel's VmHWM)."""
+    wall_s: float
+    stderr: str
+
+
+def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
+    """Run a command to its end (killed after `timeout` seconds), with the kernel's accounting of it."""
+    with tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env or CHILD_ENV, stdout=subprocess.DEVNULL, stderr=err)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    return Finished(
+        proc.returncode,
+        usage.ru_utime + usage.ru_stime,
+        round(usage.ru_maxrss / 1024, 1),
+        time.monotonic() - started,
+        stderr,
+    )
+
+
+@dataclass
+class LocustRun:
+    finished: Finished
+    stats: dict[str, str]
+    """The Aggregated row of PREFIX_stats.csv."""
+    pooling: dict[str, str] | None
+    """The Aggregated row of PREFIX_pooling.csv (poolbench-locust runs only)."""
+    probe: dict[str, Any] = field(default_factory=dict)
+    """What `probe()` wrote from inside the Locust process."""
+
+
+def run_locust(
+    locustfile: str | Path,
+    args: Sequence[str],
+    seconds: float,
+    *,
+    classes: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    warmup: float = 0.0,
+    record: bool = False,
+    stop_timeout: float = 10.0,
+) -> LocustRun:
+    """One headless Locust run of `seconds` (in-flight requests finish within --stop-timeout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix, probe_out = f"{tmp}/run", f"{tmp}/probe.json"
+        cmd = [PYTHON, "-m", "locust", "-f", str(locustfile), "--headless", "--only-summary", "--csv", prefix]
+        cmd += ["-t", f"{seconds:g}s", "--stop-timeout", f"{stop_timeout:g}s", *args, *classes]
+        child_env = {**CHILD_ENV, **(env or {}), "BENCH_PROBE_OUT": probe_out, "BENCH_WARMUP": str(warmup)}
+        if record:
+            child_env["BENCH_RECORD"] = "1"
+        finished = run(cmd, seconds + stop_timeout + 60, child_env)
+        if finished.returncode not in (0, 1):  # 1: some request failed, which the tables show
+            raise RuntimeError(f"locust exited {finished.returncode}: {' '.join(cmd)}\n{finished.stderr[-3000:]}")
+        stats = csv_row(f"{prefix}_stats.csv")
+        pooling = csv_row(f"{prefix}_pooling.csv") if Path(f"{prefix}_pooling.csv").exists() else None
+        probe_data = json.loads(Path(probe_out).read_text()) if Path(probe_out).exists() else {}
+    return LocustRun(finished, stats, pooling, probe_data)
+
+
+def csv_row(path: str | Path, name: str = "Aggregated") -> dict[str, str]:
+    with open(path, newline="") as f:
+        return next(row for row in csv.DictReader(f) if row["Name"] == name)
+
+
+# ---------------------------------------------------------------- the clients compared
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One /v1/embeddings request shape: `batch` inputs of `words` words, answered in `encoding`."""
+
+    encoding: str
+    batch: int
+    dims: int
+    words: int = 3
+
+    def body(self) -> bytes:
+        return embeddings_body(self.batch, self.words, self.encoding, self.dims)
+
+    def poolbench_args(self) -> list[str]:
+        shape = {"--encoding-format": self.encoding, "--batch-size": self.batch, "--dimensions": self.dims}
+        return [str(x) for item in {**shape, "--input-len": self.words}.items() for x in item]
+
+
+@dataclass(frozen=True)
+class Client:
+    label: str
+    kind: str
+    """poolbench (bench/poolbench_locustfile.py), locust (a class of bench/plain_locustfile.py) or aiohttp."""
+    name: str = ""
+    """The plain Locust class, or vllm_client.py's --impl."""
+
+
+POOLBENCH = Client("poolbench-locust", "poolbench")
+FAST_STREAM = Client("FastHttpUser stream=True", "locust", "FastStream")
+FAST = Client("FastHttpUser (reads body)", "locust", "FastBuffered")
+FAST_JSON = Client("FastHttpUser + resp.json()", "locust", "FastJson")
+REQUESTS = Client("HttpUser (requests)", "locust", "Requests")
+
+
+def vllm_clients(headers_too: bool = False) -> tuple[list[Client], str]:
+    """vLLM's own request function, or our faithful aiohttp loop where it cannot be had (and why)."""
+    from bench import vllm_client
+
+    path, note = vllm_client.prepare()
+    clients = [Client("vLLM endpoint_request_func", "aiohttp", "vllm")] if path else []
+    clients = clients or [Client("aiohttp loop as vLLM's (own)", "aiohttp", "loop")]
+    if headers_too:
+        clients.append(Client("aiohttp, clock at headers (own)", "aiohttp", "headers"))
+    return clients, note
+
+
+@dataclass
+class ClientRun:
+    samples: list[list[Any]]
+    """[reported ms, ttfb ms or None, ok] per request, when recorded."""
+    window: dict[str, float]
+    finished: Finished
+
+
+def run_client(
+    client: Client,
+    url: str,
+    payload: Payload,
+    seconds: float,
+    *,
+    users: int = 1,
+    rate: float | None = None,
+    warmup: float = 0.0,
+    record: bool = False,
+) -> ClientRun:
+    """Run one client process against `url`: `users` closed loops, or `rate` requests/s in all."""
+    with body_file(payload.body()) as body:
+        if client.kind == "aiohttp":
+            with tempfile.TemporaryDirectory() as tmp:
+                out = f"{tmp}/out.json"
+                cmd = [PYTHON, str(HERE / "vllm_client.py"), "--url", url, "--body-file", body, "--out", out]
+                cmd += ["--impl", client.name, "--seconds", f"{seconds:g}", "--warmup", f"{warmup:g}"]
+                cmd += ["--rate", f"{rate:g}"] if rate else ["--concurrency", str(users)]
+                finished = run(cmd, seconds + 120)
+                if finished.returncode != 0:
+                    raise RuntimeError(f"{client.label} failed:\n{finished.stderr[-3000:]}")
+                data = json.loads(Path(out).read_text())
+            return ClientRun(data["samples"], data["window"], finished)
+        env = {"BENCH_BODY_FILE": body}
+        if rate:
+            env["BENCH_USER_RATE"] = f"{rate / users:g}"
+        load = ["-u", str(users), "-r", str(users), "--host", url]
+        if client.kind == "poolbench":
+            r = run_locust(
+                HERE / "poolbench_locustfile.py",
+                [*load, *payload.poolbench_args()],
+                seconds,
+                env=env,
+                warmup=warmup,
+                record=record,
+            )
+        else:
+            r = run_locust(
+                HERE / "plain_locustfile.py",
+                load,
+                seconds,
+                classes=[client.name],
+                env=env,
+                warmup=warmup,
+                record=record,
+            )
+    return ClientRun(r.probe.get("samples", []), r.probe.get("window") or {}, r.finished)
+
+
+# ---------------------------------------------------------------- inside a Locust process
+
+
+def probe() -> None:
+    """Listen to this Locust process: CPU seconds and requests of the window, each request's time.
+
+    The window opens BENCH_WARMUP seconds after the test starts and closes when it stops; with
+    BENCH_RECORD=1 every request's response_time (and the engine's ttfb_ms) is kept. Written as
+    JSON to BENCH_PROBE_OUT when Locust quits.
+    """
+    out = os.environ.get("BENCH_PROBE_OUT")
+    if not out:
+        return
+    import resource
+
+    import gevent
+    from locust import events
+
+    warmup = float(os.environ.get("BENCH_WARMUP") or 0)
+    marks: dict[str, Any] = {}
+    samples: list[tuple[float, float | None, bool]] = []
+
+    def snapshot(environment: Any) -> dict[str, float]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        total = environment.stats.total
+        return {
+            "time": time.monotonic(),
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "requests": total.num_requests,
+            "failures": total.num_failures,
+            "bytes": total.total_content_length,
+        }
+
+    if os.environ.get("BENCH_RECORD") == "1":
+
+        @events.request.add_listener
+        def on_request(response_time: float, exception: Any, context: dict[str, Any], **_: Any) -> None:
+            samples.append((response_time, context.get("ttfb_ms"), exception is None))
+
+    @events.test_start.add_listener
+    def on_start(environment: Any, **_: Any) -> None:
+        def mark() -> None:
+            gevent.sleep(warmup)
+            marks["start"] = snapshot(environment)
+
+        gevent.spawn(mark)
+
+    @events.test_stop.add_listener
+    def on_stop(environment: Any, **_: Any) -> None:
+        marks["end"] = snapshot(environment)
+
+    @events.quitting.add_listener
+    def on_quit(environment: Any, **_: Any) -> None:
+        Path(out).write_text(json.dumps({"window": window(marks), "samples": samples}))
+
+
+def window(marks: dict[str, Any]) -> dict[str, float] | None:
+    """What happened between the start and end snapshots: seconds, CPU seconds, requests, bytes."""
+    if "start" not in marks or "end" not in marks:
+        return None
+    start, end = marks["start"], marks["end"]
+    return {key: end[key] - start[key] for key in ("time", "cpu_s", "requests", "failures", "bytes")}
+
+
+# ---------------------------------------------------------------- requests, tables, results
+
+
+def embeddings_body(batch: int, words: int, encoding: str, dims: int) -> bytes:
+    """A /v1/embeddings request like poolbench-locust's: `batch` inputs of `words` words each."""
+    texts = [" ".join(f"w{i}x{j}" for j in range(words)) for i in range(batch)]
+    doc = {"model": "mock-model", "input": texts, "encoding_format": encoding, "dimensions": dims}
+    return json.dumps(doc).encode()
+
+
+@contextlib.contextmanager
+def body_file(body: bytes) -> Iterator[str]:
+    """The request body in a temporary file, for a child process to read (BENCH_BODY_FILE)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        f.write(body)
+        f.flush()
+        yield f.name
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (fraction in (0, 1])."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(fraction * len(ordered)))) - 1]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table: first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
+
+
+def _cpu_ticks() -> list[int]:
+    """The machine's CPU time by kind since boot (/proc/stat): user nice system idle iowait irq softirq steal."""
+    return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
+_TICKS_AT_START = _cpu_ticks()
+
+
+def steal_percent() -> float:
+    """Share of the machine's CPU time the hypervisor gave to others since this module was imported:
+    when it is high, a virtual machine's cores are not all its own and CPU figures move with it."""
+    ticks = [now - then for now, then in zip(_cpu_ticks(), _TICKS_AT_START, strict=True)]
+    return round(100 * ticks[7] / max(sum(ticks), 1), 1)
+
+
+def machine_line() -> str:
+    """The machine, for the end of a printed table."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}, load {load}, CPU steal {steal_percent()} %"
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """bench/results/<name>.json, with the machine's core count, the date, the load average (1, 5,
+    15 min) as the run ended and the CPU steal during it: other work on the machine shows there."""
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    machine = {"cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "loadavg": os.getloadavg()}
+    machine["cpu_steal_percent"] = steal_percent()
+    out.write_text(json.dumps({**data, **machine}, indent=2) + "\n")
+    return out

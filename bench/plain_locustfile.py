@@ -1,0 +1,60 @@
+"""Plain Locust clients that know nothing of pooling, beside poolbench-locust in the benchmarks.
+
+Pick one class on the command line. BENCH_BODY_FILE holds the /v1/embeddings request body;
+BENCH_USER_RATE (requests/s per user) sets a constant_throughput wait, none sends back to back.
+"""
+
+import os
+from pathlib import Path
+
+from locust import FastHttpUser, HttpUser, constant, constant_throughput, task
+
+from bench.common import EMBEDDINGS, probe
+
+BODY = Path(os.environ["BENCH_BODY_FILE"]).read_bytes()
+HEADERS = {"Content-Type": "application/json"}
+RATE = os.environ.get("BENCH_USER_RATE")
+WAIT = constant_throughput(float(RATE)) if RATE else constant(0)
+probe()
+
+
+class FastBuffered(FastHttpUser):
+    """FastHttpUser as Locust reads by default: the whole body into memory, then the clock stops."""
+
+    wait_time = WAIT
+
+    @task
+    def embed(self) -> None:
+        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS)
+
+
+class FastJson(FastHttpUser):
+    """FastHttpUser reading the body and parsing it with resp.json(), as a locustfile that checks answers would."""
+
+    wait_time = WAIT
+
+    @task
+    def embed(self) -> None:
+        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS).json()
+
+
+class FastStream(FastHttpUser):
+    """FastHttpUser with stream=True: Locust stops the clock at the headers; the body is read after."""
+
+    wait_time = WAIT
+
+    @task
+    def embed(self) -> None:
+        resp = self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS, stream=True)
+        for _ in resp.iter_content(256 * 1024, decode_content=False):
+            pass
+
+
+class Requests(HttpUser):
+    """Locust's HttpUser (python-requests), reading the whole body as it does by default."""
+
+    wait_time = WAIT
+
+    @task
+    def embed(self) -> None:
+        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS)

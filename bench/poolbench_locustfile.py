@@ -1,0 +1,16 @@
+"""poolbench-locust's EmbeddingsUser as the benchmarks run it: its options from the command line,
+BENCH_USER_RATE (requests/s per user) as a constant_throughput wait, none sends back to back."""
+
+import os
+
+from locust import constant, constant_throughput
+
+import poolbench_locust as pb
+from bench.common import probe
+
+RATE = os.environ.get("BENCH_USER_RATE")
+probe()
+
+
+class Poolbench(pb.EmbeddingsUser):
+    wait_time = constant_throughput(float(RATE)) if RATE else constant(0)
