@@ -21,7 +21,7 @@ CASES = [
     ("status-429", "float", "(Retry-After: 1)"),
     ("status-400", "float", "HTTP 400: "),
     ("html-error", "float", "HTTP 502: HTML page: 502 Bad Gateway"),
-    ("reset-before-headers", "float", "before the response headers"),
+    ("reset-before-headers", "float", "connection reset by the server before the response headers"),
     ("close-before-headers", "float", "connection closed by the server before the response headers"),
     ("reset-mid-body", "bytes", "connection reset by the server in the middle of the body"),
     ("short-content-length", "float", "body truncated: connection closed before Content-Length bytes arrived"),

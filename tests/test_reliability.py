@@ -142,11 +142,6 @@ MATRIX: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
     # A reset and a close before the headers, side by side: their messages must differ.
     "before-headers": (("EmbeddingsUser", "RerankUser"), "float", ("reset-before-headers", "close-before-headers")),
 }
-RESET_READ_AS_CLOSE = pytest.mark.xfail(
-    strict=True,
-    reason="engine/user.py _pre_header_failure: geventhttpclient turns ECONNRESET at the first recv into "
-    "HTTPConnectionClosed, so an RST before the headers reads 'connection closed by the server'",
-)
 MATRIX_USERS = 12
 MATRIX_SECONDS = 5
 MATRIX_MIN_REQUESTS = 1000
@@ -163,9 +158,7 @@ def fault_of(error: str, faults: tuple[str, ...]) -> str:
     return matches[0]
 
 
-@pytest.mark.parametrize(
-    "run", [pytest.param(r, marks=RESET_READ_AS_CLOSE) if r == "before-headers" else r for r in MATRIX]
-)
+@pytest.mark.parametrize("run", list(MATRIX))
 def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_server_factory, tmp_path, run):
     users, encoding, faults = MATRIX[run]
     rates = [a for f in faults for a in ("--fault", f"{f}={0.004 if f in STALLS else 0.01}")]

@@ -120,6 +120,8 @@ def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
         return f"cannot resolve host: {error.strerror}"
     if isinstance(error, ConnectionResetError):
         return "connection reset by the server before the response headers"
+    if isinstance(error, HTTPConnectionClosed) and isinstance(error.__context__, ConnectionResetError):
+        return "connection reset by the server before the response headers"  # geventhttpclient wraps the RST
     if isinstance(error, HTTPConnectionClosed):
         return "connection closed by the server before the response headers"
     if isinstance(error, TimeoutError | gevent.Timeout):
