@@ -8,10 +8,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import requests
+from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
+from poolbench_locust.metrics import collector
+from poolbench_locust.metrics.collector import PoolingStats
 from tests.test_cli import ROOT, csv_rows, locust
 
 LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
@@ -249,3 +253,36 @@ def test_failed_check_of_fail_ratio_names_the_counts(mock_server_factory):
     )
     assert result.returncode == 3
     assert re.search(r"Check failed: --check-fail-ratio 0.1: \d+ of \d+ failed", result.stderr)
+
+
+def test_per_second_keeps_only_the_current_window_on_the_master_and_in_one_process(monkeypatch):
+    """Two minutes of traffic, on a fake clock: the per-second rates keep only the seconds Locust keeps
+    of its cached response times (its current window + 10 s), and the current rates stay those of its window."""
+    kept = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW + 10
+    clock = [1_000_000.0]
+    monkeypatch.setattr(collector, "time", SimpleNamespace(time=lambda: clock[0]))
+    one_process, worker, master = PoolingStats(), PoolingStats(), PoolingStats()
+    tokens_at: dict[int, int] = {}
+    seconds = 120
+    for step in range(seconds * 4):  # four requests a second, each second its own token count
+        clock[0] = 1_000_000.0 + step / 4
+        second = int(clock[0])
+        tokens = 10 + second % 7
+        tokens_at[second] = tokens_at.get(second, 0) + tokens
+        for stats in (one_process, worker):
+            stats.on_request("/v1/embeddings", 5.0, 100, None, {"sequences": 2, "input_tokens": tokens})
+        if step % 12 == 11:  # Locust's report interval: 3 s
+            master.merge_report(worker.take_report())
+    master.merge_report(worker.take_report())
+
+    last = int(clock[0])
+    window = range(last - 12, last - 2)  # Locust's current_rps window
+    expected = sum(tokens_at[t] for t in window) / len(window)
+    for stats in (one_process, master):
+        for entry in (stats.entries["/v1/embeddings"], stats.total):
+            assert len(entry.per_second) <= kept + 1 < seconds, sorted(entry.per_second)
+            assert min(entry.per_second) >= last - kept
+            assert entry.current(0, stats.start_time) == expected
+            assert entry.current(1, stats.start_time) == 8.0  # sequences/s
+            assert entry.current(2, stats.start_time) == 400.0  # bytes/s
+            assert entry.requests == seconds * 4 and entry.input_tokens == sum(tokens_at.values())

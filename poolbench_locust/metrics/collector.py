@@ -14,11 +14,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from locust.stats import bucket_response_time, calculate_response_time_percentile
+from locust.stats import (
+    CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW,
+    bucket_response_time,
+    calculate_response_time_percentile,
+)
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
 _ZEROS = (0, 0, 0)
+KEPT_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW + 10
+"""Seconds of per_second an entry keeps before its last request: the current window (which `current`
+reads as Locust's current_rps does, the 12 s to 3 s before the last request) with room to spare, as
+many as Locust keeps of its cached response times; older seconds are dropped."""
 
 
 @dataclass
@@ -76,10 +84,21 @@ class Entry:
     """Server-reported tokens of the requests the client counted too: the two sides of the gap."""
     client_tokens_compared: int = 0
     per_second: dict[int, list[int]] = field(default_factory=dict)
-    """Second -> [input tokens, sequences, bytes], for the current-window rates."""
+    """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
     first: float | None = None
     last: float | None = None
+    _trimmed_at: int = field(default=0, init=False, repr=False, compare=False)
+    """The second of the last trim of per_second: it is trimmed at most once a second."""
+
+    def _trim(self, now: int) -> None:
+        """Drop the seconds older than KEPT_SECONDS before `now`, once a second at most."""
+        if now <= self._trimmed_at:
+            return
+        self._trimmed_at = now
+        oldest = now - KEPT_SECONDS
+        for old in [t for t in self.per_second if t < oldest]:
+            del self.per_second[old]
 
     def log(self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any]) -> None:
         self.requests += 1
@@ -96,7 +115,11 @@ class Entry:
             if (client := context.get("client_tokens")) is not None:
                 self.server_tokens_compared += tokens
                 self.client_tokens_compared += client
-        second = self.per_second.setdefault(int(now), [0, 0, 0])
+        t = int(now)
+        second = self.per_second.get(t)
+        if second is None:  # the first request of a new second: trim here, not on every request
+            second = self.per_second[t] = [0, 0, 0]
+            self._trim(t)
         second[0] += tokens
         second[1] += 0 if failed else sequences
         second[2] += nbytes
@@ -129,6 +152,8 @@ class Entry:
         if data["first"] is not None:
             self.first = data["first"] if self.first is None else min(self.first, data["first"])
             self.last = data["last"] if self.last is None else max(self.last or 0.0, data["last"])
+        if self.last is not None:
+            self._trim(int(self.last))
 
     def dump(self) -> dict[str, Any]:
         return {
