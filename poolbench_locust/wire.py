@@ -34,6 +34,8 @@ TEI_TIMING_HEADERS: Final[Mapping[str, str]] = {
     "x-inference-time": "server_inference_ms",
 }
 TEI_TOKENS_HEADER: Final = "x-compute-tokens"
+TEI_PRESENCE_HEADER: Final = "x-compute-time"
+"""TEI sends its timing and token headers together; where this one is missing, so are the rest."""
 
 
 def count_words(text: str) -> int:

@@ -70,6 +70,11 @@ def read_body(
     wire = size = 0
     read = resp.read
     try:
+        if keep and decoder is None and limit is None and not head:
+            # A JSON body to parse whole: one read() to the end, into geventhttpclient's own buffer,
+            # saves a copy per chunk and the join (about a third of the reading cost of 700 kB).
+            data = read()
+            return Body(len(data), len(data), data, b"")
         while True:
             chunk = read(CHUNK)
             if not chunk:
