@@ -708,3 +708,18 @@ def test_in_process_server_under_gevent():
         client.close()
     finally:
         server.stop()
+
+
+def test_timings_give_each_pooling_request_its_server_time_in_order(mock_server):
+    """bench/accuracy.py pairs a client's reported times with these, request by request."""
+    for ttfb in (0, 150, 60):
+        post(mock_server, "/v1/embeddings", {"input": "a b"}, **{"x-mock-ttfb-ms": str(ttfb), "x-mock-body-ms": "40"})
+    requests.get(f"{mock_server.url}/health", timeout=T)  # not a pooling route: not timed
+    raw_request(mock_server, "/v1/embeddings", {"input": "a"}, **{"x-mock-fault": "reset-mid-body"})
+    times = requests.get(f"{mock_server.url}/mock/timings", timeout=T).json()["server_ms"]
+    assert len(times) == 4
+    for ms, ttfb in zip(times, (0, 150, 60), strict=False):
+        assert ttfb + 40 <= ms < ttfb + 40 + 50
+    assert times[3] is None, "an answer cut short has no server time"
+    mock_server.reset()
+    assert requests.get(f"{mock_server.url}/mock/timings", timeout=T).json()["server_ms"] == []

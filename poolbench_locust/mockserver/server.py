@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import Any
 
 import orjson
@@ -86,16 +87,21 @@ class MockServer:
                 if fault is not None:
                     self._stats.faulted(fault)
                 reply = self._reply(request, controls, fault, pooling)
-        completed = send_reply(
-            sock,
-            reply,
-            arrived=request.arrived,
-            ttfb_ms=controls.ttfb_ms,
-            body_ms=controls.body_ms,
-            fault=fault,
-            stall_ms=controls.stall_ms,
-            keep_alive=request.keep_alive,
-        )
+        completed = False
+        try:
+            completed = send_reply(
+                sock,
+                reply,
+                arrived=request.arrived,
+                ttfb_ms=controls.ttfb_ms,
+                body_ms=controls.body_ms,
+                fault=fault,
+                stall_ms=controls.stall_ms,
+                keep_alive=request.keep_alive,
+            )
+        finally:  # a reply the client hung up on, or a fault cut short, has no server time: None keeps the order
+            if pooling:
+                self._stats.timed(request.arrived, time.monotonic() if completed else None)
         if completed and pooling and fault is None and 200 <= reply.status < 300:
             self._stats.served(path, reply.tokens, reply.sequences, len(reply.body))
         return completed and request.keep_alive
@@ -128,6 +134,8 @@ class MockServer:
     def _control(self, request: Request) -> Reply:
         if (request.method, request.path) == ("GET", "/mock/stats"):
             return Reply(200, orjson.dumps(self._stats.snapshot()))
+        if (request.method, request.path) == ("GET", "/mock/timings"):
+            return Reply(200, orjson.dumps({"server_ms": self._stats.times_ms()}))
         if (request.method, request.path) == ("POST", "/mock/reset"):
             self._stats.reset()
             return Reply(200, orjson.dumps(self._stats.snapshot()))

@@ -6,6 +6,7 @@ atomic without a lock.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +20,10 @@ class Counters:
     bytes_sent: int = 0
 
 
+TIMINGS_KEPT = 100_000
+"""Server-side times kept for /mock/timings: enough for a benchmark, bounded for a soak."""
+
+
 class Stats:
     def __init__(self) -> None:
         self.reset()
@@ -27,6 +32,7 @@ class Stats:
         self._total = Counters()
         self._routes: dict[str, Counters] = {}
         self._faults: dict[str, int] = {}
+        self._times_ms: deque[float | None] = deque(maxlen=TIMINGS_KEPT)
 
     def _route(self, route: str) -> Counters:
         if (counters := self._routes.get(route)) is None:
@@ -47,6 +53,15 @@ class Stats:
             counters.prompt_tokens += tokens
             counters.sequences += sequences
             counters.bytes_sent += body_bytes
+
+    def timed(self, arrived: float, done: float | None) -> None:
+        """A pooling request's time on the server: from its last byte read to its answer's last byte
+        written (None: the answer was not completed)."""
+        self._times_ms.append(None if done is None else (done - arrived) * 1000)
+
+    def times_ms(self) -> list[float | None]:
+        """The server-side times of the pooling requests answered since the last reset, in order."""
+        return list(self._times_ms)
 
     def snapshot(self) -> dict[str, Any]:
         return {
