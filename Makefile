@@ -24,8 +24,14 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
+# Issue 6's four benchmarks, one after another (about 20 minutes on 2 cores); each prints its table
+# and writes bench/results/<name>.json. They need the `bench` extra (aiohttp, for vLLM's client).
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/accuracy.py
+	$(BIN)/python bench/client_cost.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/scaling.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -17,16 +17,22 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 if __package__ in (None, ""):  # run as `python bench/client_cost.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
+    EMBEDDINGS,
     FAST,
     FAST_JSON,
+    FAST_ORJSON,
     POOLBENCH,
     REQUESTS,
     ROOT,
@@ -95,16 +101,32 @@ def _run(client: Client, mock: Mock, case: Case, seconds: float, rate: float | N
     return run, (mock.cpu_seconds() - before) / seconds
 
 
+def orjson_ms(mock: Mock, payload: Payload) -> float:
+    """CPU ms of orjson.loads (and freeing the result) on one answer of the payload, in this process:
+    the part of a JSON request's cost that only parsing the answer can take."""
+    request = urllib.request.Request(
+        mock.url + EMBEDDINGS, data=payload.body(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        answer = resp.read()
+    rounds = max(20, int(2e8 // len(answer)))
+    started = time.process_time()
+    for _ in range(rounds):
+        orjson.loads(answer)
+    return round(1000 * (time.process_time() - started) / rounds, 4)
+
+
 def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> dict[str, Any]:
     aiohttp_clients, vllm_note = vllm_clients()
-    every = [POOLBENCH, FAST, FAST_JSON, REQUESTS, *aiohttp_clients]
+    every = [POOLBENCH, FAST, FAST_ORJSON, FAST_JSON, REQUESTS, *aiohttp_clients]
+    json_only = (FAST_ORJSON, FAST_JSON)
     results = []
     with Mock() as mock:
         for case in CASES:
             if case.key not in only:
                 continue
             mock.reset()
-            clients = [c for c in every if c is not FAST_JSON or case.payload.encoding == "float"]
+            clients = [c for c in every if c not in json_only or case.payload.encoding == "float"]
             fixed: dict[str, list[tuple[ClientRun, float]]] = {c.label: [] for c in clients}
             for i in range(rounds):  # the clients take turns, in a new order each round
                 for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
@@ -124,6 +146,9 @@ def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> 
             others = [v for k, v in cost.items() if k.startswith(("vLLM", "aiohttp"))]
             entry["vs_fast"] = round(mine / fast, 2)
             entry["target_met"] = mine <= TARGET_VS_FAST * fast and all(mine < o for o in others)
+            if FAST_ORJSON.label in cost:  # the same work as ours: the body read and parsed with orjson
+                entry["vs_fast_orjson"] = round(mine / cost[FAST_ORJSON.label], 2)
+                entry["orjson_loads_ms"] = orjson_ms(mock, case.payload)
             results.append(entry)
     return {
         "seconds": seconds,
@@ -159,11 +184,17 @@ def report(r: dict) -> str:
                     f"{c['requests_per_s_per_core'] * case['body_bytes'] / 1e6:.1f}",
                 ]
             )
-    verdicts = [
-        f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f} "
-        f"(target <= {TARGET_VS_FAST:g} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
-        for c in r["cases"]
-    ]
+    verdicts = []
+    for c in r["cases"]:
+        verdicts.append(
+            f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f} "
+            f"(target <= {TARGET_VS_FAST:g} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
+        )
+        if "vs_fast_orjson" in c:
+            verdicts.append(
+                f"  / FastHttpUser + orjson.loads = {c['vs_fast_orjson']:.2f}; orjson.loads alone takes "
+                f"{c['orjson_loads_ms']:.3f} ms of CPU per answer"
+            )
     return "\n".join(
         [
             f"CPU seconds per 1,000 requests at a fixed rate ({r['rounds']} rounds of {r['seconds']:g} s runs, "

@@ -63,6 +63,10 @@ class Mock:
     def reset(self) -> None:
         self._call("POST", "/mock/reset")
 
+    def server_ms(self) -> list[float]:
+        """Each pooling request's time on the server since the last reset, in order (/mock/timings)."""
+        return self._call("GET", "/mock/timings")["server_ms"]
+
     def cpu_seconds(self) -> float:
         return process_cpu_seconds(self.proc.pid)
 
@@ -202,6 +206,7 @@ POOLBENCH = Client("poolbench-locust", "poolbench")
 FAST_STREAM = Client("FastHttpUser stream=True", "locust", "FastStream")
 FAST = Client("FastHttpUser (reads body)", "locust", "FastBuffered")
 FAST_JSON = Client("FastHttpUser + resp.json()", "locust", "FastJson")
+FAST_ORJSON = Client("FastHttpUser + orjson.loads", "locust", "FastOrjson")
 REQUESTS = Client("HttpUser (requests)", "locust", "Requests")
 
 

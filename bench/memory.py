@@ -1,6 +1,6 @@
 """Peak RSS of one Locust process streaming large `bytes` bodies, beside a client that buffers them.
 
-    python bench/memory.py [--body-mb 100] [--users 4] [--seconds 8]
+    python bench/memory.py [--body-mb 64] [--users 50] [--seconds 8]
 
 Each client runs as its own `locust --headless` process against the bundled mock server (its own
 process); its peak RSS is the kernel's VmHWM, as wait4 reports it when the process ends (ru_maxrss).
@@ -21,7 +21,7 @@ from bench.common import FAST, POOLBENCH, ROOT, Mock, Payload, machine_line, run
 
 FLOAT32 = 4
 BATCH = 64
-"""Inputs per request: a 100 MB body is 64 embeddings of 409,600 float32."""
+"""Inputs per request: a 64 MB body is 64 embeddings of 262,144 float32."""
 
 
 def measure(body_mb: float, users: int, seconds: int) -> dict[str, Any]:
@@ -46,8 +46,8 @@ def measure(body_mb: float, users: int, seconds: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--body-mb", type=float, default=100)
-    parser.add_argument("--users", type=int, default=4)
+    parser.add_argument("--body-mb", type=float, default=64)
+    parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=8)
     args = parser.parse_args()
     r = measure(args.body_mb, args.users, args.seconds)

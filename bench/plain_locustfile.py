@@ -7,6 +7,7 @@ BENCH_USER_RATE (requests/s per user) sets a constant_throughput wait, none send
 import os
 from pathlib import Path
 
+import orjson
 from locust import FastHttpUser, HttpUser, constant, constant_throughput, task
 
 from bench.common import EMBEDDINGS, probe
@@ -36,6 +37,16 @@ class FastJson(FastHttpUser):
     @task
     def embed(self) -> None:
         self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS).json()
+
+
+class FastOrjson(FastHttpUser):
+    """FastHttpUser reading the body and parsing it with orjson: the least a client that checks a JSON answer does."""
+
+    wait_time = WAIT
+
+    @task
+    def embed(self) -> None:
+        orjson.loads(self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS).content)
 
 
 class FastStream(FastHttpUser):
