@@ -86,3 +86,12 @@ def test_connection_refused():
         event = run.one()
     assert "connection refused" in failure_text(event)
     assert event["response_length"] == 0
+
+
+@pytest.mark.parametrize(("encoding", "dims"), [("bytes", 8), ("bytes_only", 8)])
+def test_an_answer_that_fails_its_check_counts_every_byte_received(mock_server, encoding, dims):
+    """The body came whole; only its content was wrong: Locust's byte count must say so."""
+    args = ["--encoding-format", encoding, "--batch-size", "4", "--dimensions", str(dims)]
+    event = Run(EmbeddingsUser, mock_server.url, *args, mock_headers={"x-mock-fault": "fewer-embeddings"}).one()
+    assert event["exception"] is not None
+    assert event["response_length"] == 3 * dims * 4, "three float32 embeddings of the four asked for"

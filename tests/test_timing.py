@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from locust import FastHttpUser
 
@@ -60,3 +62,28 @@ def test_plain_fasthttpuser_stream_stops_the_clock_at_the_headers(trickling_mock
     assert received == DIM * 4
     assert len(events) == 1
     assert events[0]["response_time"] < TRICKLE_MS / 3, "Locust's stream=True timed the headers only"
+
+
+@pytest.mark.parametrize("encoding", ["float", "bytes"])
+def test_the_clock_stops_at_the_last_byte_before_the_answer_is_checked(trickling_mock, monkeypatch, encoding):
+    """Parsing and checking are the client's work, not the server's: a slow check must not show."""
+    from poolbench_locust.engine import answer
+
+    slow_ms = 400
+    for name in ("check_json", "check_bytes"):
+        real = getattr(answer, name)
+
+        def slow(*args, _real=real, **kwargs):
+            time.sleep(slow_ms / 1000)  # blocks the whole process, as a heavy parse would
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(answer, name, slow)
+    run = Run(
+        EmbeddingsUser, trickling_mock.url, "--encoding-format", encoding, "--batch-size", "4", "--dimensions", "1024"
+    )
+    started = time.perf_counter()
+    event = run.one()
+    wall_ms = (time.perf_counter() - started) * 1000
+    assert event["exception"] is None, failure_text(event)
+    assert wall_ms >= TRICKLE_MS + slow_ms, "the check did run"
+    assert TRICKLE_MS <= event["response_time"] < TRICKLE_MS + slow_ms / 2

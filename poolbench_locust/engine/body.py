@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import gevent
@@ -38,6 +39,8 @@ class Body:
     """The whole decoded body, when it was kept."""
     head: bytes
     """The first decoded bytes (up to the `head` asked for), for checks of the first vector."""
+    ended: float
+    """perf_counter() when the last byte had been read: where the request's clock stops, before any check."""
 
 
 def _decoder(resp: Any) -> Any:
@@ -74,7 +77,7 @@ def read_body(
             # A JSON body to parse whole: one read() to the end, into geventhttpclient's own buffer,
             # saves a copy per chunk and the join (about a third of the reading cost of 700 kB).
             data = read()
-            return Body(len(data), len(data), data, b"")
+            return Body(len(data), len(data), data, b"", perf_counter())
         while True:
             chunk = read(CHUNK)
             if not chunk:
@@ -109,8 +112,9 @@ def read_body(
         raise BadResponse("socket timeout in the middle of the body (--request-timeout)", wire) from None
     except OSError as e:
         raise BadResponse(f"socket error in the middle of the body: {e.strerror or e}", wire) from None
+    ended = perf_counter()
     data = (parts[0] if len(parts) == 1 else b"".join(parts)) if keep else None
-    return Body(wire, size, data, first)
+    return Body(wire, size, data, first, ended)
 
 
 def _inflate(decoder: Any, chunk: bytes) -> list[bytes]:
