@@ -1,0 +1,137 @@
+"""Small hostile HTTP servers for the tests: raw sockets, written per test, not the bundled mock.
+
+The bundled mock breaks the wire only in the ways we thought of. A test here writes the server's
+whole behaviour as one function of a raw socket, so it can do what no well-behaved server does
+(never end its headers, close right after a valid answer, answer twice, inflate to a gigabyte).
+
+In-process, `HostileServer(handler)` serves on 127.0.0.1 with gevent (the tests run under
+Locust's gevent patching, so a thread or an asyncio loop would block the hub). For tests whose
+client is another process, `python -m tests.hostile MODULE:HANDLER` serves the same handler in a
+process of its own and prints `hostile listening on http://127.0.0.1:PORT`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import socket
+import sys
+from collections.abc import Callable, Iterable
+from types import TracebackType
+
+from gevent.server import StreamServer
+
+Handler = Callable[[socket.socket, int], None]
+"""Serves one connection: the accepted socket and the connection's number (0, 1, ...)."""
+
+LISTENING = "hostile listening on "
+
+
+class HostileServer:
+    """Serves `handler` on 127.0.0.1 (a free port) until closed; a context manager."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        """The head of every request read with `read_request` (method, path and headers)."""
+        numbers = itertools.count()
+
+        def serve(sock: socket.socket, _address: object) -> None:
+            self.connections += 1
+            try:
+                handler(sock, next(numbers))
+            except OSError:
+                pass  # the client went away: that is the client's business, not the server's
+            finally:
+                sock.close()
+
+        self._server = StreamServer(("127.0.0.1", 0), serve)
+        self._server.start()
+        self.port: int = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._server.stop(timeout=1)
+
+    def __enter__(self) -> HostileServer:
+        return self
+
+    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+        self.close()
+
+
+def read_request(sock: socket.socket, limit: int = 1 << 20) -> tuple[bytes, bytes] | None:
+    """Read one request: (head, body), the body by its Content-Length. None when the client closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > limit:
+            raise ValueError("request head too large")
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        body += chunk
+    return head, body
+
+
+def response(
+    status: int = 200,
+    body: bytes = b"",
+    headers: Iterable[tuple[str, str]] = (),
+    content_type: str | None = "application/json",
+    content_length: int | None = None,
+    reason: str = "X",
+) -> bytes:
+    """The bytes of one HTTP/1.1 response: Content-Length is len(body) unless given (or -1: none)."""
+    lines = [f"HTTP/1.1 {status} {reason}"]
+    if content_type is not None:
+        lines.append(f"Content-Type: {content_type}")
+    length = len(body) if content_length is None else content_length
+    if length >= 0:
+        lines.append(f"Content-Length: {length}")
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def chunked(*pieces: bytes) -> bytes:
+    """A chunked transfer-encoded body of these pieces, with its last chunk."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces if p) + b"0\r\n\r\n"
+
+
+def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handler:
+    """A keep-alive handler: for every request on the connection, send `answer(head, body, n)`
+    (n counts requests over all connections); None closes the connection without an answer."""
+    counter = itertools.count()
+
+    def handler(sock: socket.socket, _conn: int) -> None:
+        while (request := read_request(sock)) is not None:
+            reply = answer(request[0], request[1], next(counter))
+            if reply is None:
+                return
+            sock.sendall(reply)
+
+    return handler
+
+
+def main() -> None:
+    """Serve MODULE:HANDLER in this process until killed."""
+    module, _, name = sys.argv[1].partition(":")
+    handler = getattr(importlib.import_module(module), name)
+    server = HostileServer(handler)
+    print(f"{LISTENING}{server.url}", flush=True)
+    server._server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
