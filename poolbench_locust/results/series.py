@@ -125,8 +125,7 @@ class Series:
         return snaps
 
     def sample(self, environment: Environment, stats: PoolingStats, now: float | None = None) -> None:
-        """Add the block since the previous sample (the first sample only sets the baseline...
-        unless requests were already counted, which then form the first block)."""
+        """Add the block since the previous sample (the first one starts at the stats' start time)."""
         now = time.time() if now is None else now
         snaps = self._snapshots(environment, stats)
         start = self._last_time if self._last_time is not None else stats.start_time
@@ -147,8 +146,11 @@ class Series:
             self.width *= 2
 
     def final(self, environment: Environment, stats: PoolingStats) -> dict[Key, list[Block]]:
-        """Every block up to now, the part since the last sample included: they add up to the totals."""
-        self.sample(environment, stats)
+        """Every block, the part since the last sample included: they add up to the totals. The last
+        one ends at the last request, not now: the seconds of stopping would read as an idle server."""
+        last = stats.total.last
+        end = max(last, self._last_time) if last is not None and self._last_time is not None else None
+        self.sample(environment, stats, end)
         for key, parts in self._parts.items():
             self.blocks.setdefault(key, []).append(merge_blocks(parts))
         self._parts = {}
