@@ -252,6 +252,7 @@ def build(
     *,
     ended_at: float | None = None,
     exit_code: int | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """The whole document, for the master or the only process, once the run's figures are final."""
     runner = environment.runner
@@ -297,7 +298,7 @@ def build(
             "duration_s": duration,
             "host": strip_credentials(environment.host) if environment.host else None,
             "runner": "master" if isinstance(runner, MasterRunner) else "local",
-            "workers": runner.worker_count if isinstance(runner, MasterRunner) else 1,
+            "workers": (workers or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
             "peak_user_count": peak_users,
             "user_classes": _user_classes(environment),
             "exit_code": exit_code,

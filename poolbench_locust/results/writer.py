@@ -71,10 +71,18 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         logger.error("%s", OptionError("--json-result", error))
         sys.exit(1)
     ended: list[float] = []
+    workers = [0]
+    """The most workers seen at a start or a stop: by quit, they have all left."""
+
+    def count_workers() -> None:
+        workers[0] = max(workers[0], getattr(runner, "worker_count", 1))
+
+    environment.events.test_start.add_listener(lambda **_: count_workers())
 
     @environment.events.test_stop.add_listener
     def stopped(**_: Any) -> None:
         ended.append(time.time())
+        count_workers()
 
     @environment.events.quit.add_listener
     def write(exit_code: int | None = None, **_: Any) -> None:
@@ -86,6 +94,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             series.final(environment, stats),
             ended_at=ended[-1] if ended else None,
             exit_code=exit_code,
+            workers=workers[0],
         )
         try:
             document.write(path, doc)
