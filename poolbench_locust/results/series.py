@@ -25,8 +25,9 @@ from locust.stats import StatsEntry
 
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 
-MAX_BLOCKS = 3600
-"""An hour at one block a second; a longer run keeps this many, each covering more seconds."""
+MAX_BLOCKS = 600
+"""Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
+compare merges them into at most 100 chunks anyway, and a block's histograms weigh some kB."""
 SAMPLE_INTERVAL_S = 1.0
 
 Block = dict[str, Any]

@@ -60,16 +60,16 @@ def path_error(path: str) -> str | None:
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return  # a worker's figures reach the document through the master
+    path = getattr(environment.parsed_options, "json_result", None)
+    if not path:
+        return  # no blocks kept either: a run without a result pays nothing for it
+    if (error := path_error(path)) is not None:
+        logger.error("%s", OptionError("--json-result", error))
+        sys.exit(1)
     stats = stats_of(environment)
     series = series_of(environment)
     environment.events.reset_stats.add_listener(series.clear)
     gevent.spawn(sample_while_running, environment, stats)
-    path = getattr(environment.parsed_options, "json_result", None)
-    if not path:
-        return
-    if (error := path_error(path)) is not None:
-        logger.error("%s", OptionError("--json-result", error))
-        sys.exit(1)
     ended: list[float] = []
     workers = [0]
     """The most workers seen at a start or a stop: by quit, they have all left."""
