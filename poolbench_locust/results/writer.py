@@ -41,6 +41,10 @@ OPTIONS = (
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any) -> None:
     register(parser, "poolbench-locust results", OPTIONS)
+    for action in parser._actions:
+        if action.dest == "json_result":
+            # read once at start, a path on the master's disk: a web-UI field for it would do nothing
+            action.include_in_web_ui = False
 
 
 def path_error(path: str) -> str | None:
