@@ -6,12 +6,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
-from poolbench_locust.results.compare import Run, Section, blocks_of, cells, fmt
+from poolbench_locust.results.compare import Run, Section, blocks_of, cells, mark
 from poolbench_locust.results.noise import chunks, percentile_of, rate_of
 from poolbench_locust.results.series import Block
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
-WIDTH, HEIGHT, PAD = 640, 220, 48
+WIDTH, HEIGHT, PAD = 640, 220, 56
 CURVES: tuple[tuple[str, Callable[[Block], float | None]], ...] = (
     ("Requests/s", rate_of("requests")),
     ("Input Tokens/s", rate_of("input_tokens")),
@@ -31,6 +31,14 @@ def _points(run: Run, of_block: Callable[[Block], float | None]) -> list[tuple[f
         if y is not None:
             out.append((piece["time"] - start + piece["seconds"] / 2, y))
     return out
+
+
+def _short(x: float) -> str:
+    """An axis label that fits the margin: 1.44M, 711k, 90.2."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
 
 
 def chart(title: str, runs: Sequence[Run], of_block: Callable[[Block], float | None]) -> str:
@@ -53,7 +61,7 @@ def chart(title: str, runs: Sequence[Run], of_block: Callable[[Block], float | N
         f'<text x="{PAD}" y="16" font-size="13">{html.escape(title)}, whole run</text>',
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" stroke="#888"/>',
         f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}" stroke="#888"/>',
-        f'<text x="{PAD - 4}" y="{PAD + 4}" font-size="11" text-anchor="end">{fmt(y_max)}</text>',
+        f'<text x="{PAD - 4}" y="{PAD + 4}" font-size="11" text-anchor="end">{_short(y_max)}</text>',
         f'<text x="{PAD - 4}" y="{HEIGHT - PAD + 4}" font-size="11" text-anchor="end">0</text>',
         f'<text x="{WIDTH - PAD}" y="{HEIGHT - PAD + 16}" font-size="11" text-anchor="end">{x_max:.0f} s</text>',
     ]
@@ -62,8 +70,8 @@ def chart(title: str, runs: Sequence[Run], of_block: Callable[[Block], float | N
         points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in curve)
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
         label = html.escape(("base: " if i == 0 else f"new {i}: ") + run.label)
-        y = PAD + 14 * i
-        parts.append(f'<text x="{WIDTH - PAD}" y="{y}" font-size="11" fill="{colour}" text-anchor="end">{label}</text>')
+        x = PAD + (WIDTH - 2 * PAD) * i / len(runs)  # the legend: a line of its own above the plot
+        parts.append(f'<text x="{x:.0f}" y="34" font-size="11" fill="{colour}">{label}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -74,8 +82,14 @@ def _table(section: Section, runs: Sequence[Run]) -> str:
     )
     body = []
     for figure in section.figures:
-        style = ' style="background:#fde2e1"' if any(ch[figure.title].significant for ch in section.changes) else ""
-        body.append(f"<tr{style}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(section, figure)) + "</tr>")
+        tds = [f"<td>{html.escape(c)}</td>" for c in cells(section, figure)]
+        for i, changes in enumerate(section.changes):
+            c = changes[figure.title]
+            if c.significant:  # the mark's cell: red when the figure got worse, green when better
+                colour = "#fde2e1" if c.worse_by(figure) > 0 else "#dff5e1"
+                at = 2 + 4 * i + 3
+                tds[at] = f'<td style="background:{colour}">{html.escape(mark(c))}</td>'
+        body.append("<tr>" + "".join(tds) + "</tr>")
     return (
         f"<h2>{html.escape(section.title)}</h2>"
         f'<table border="1" cellspacing="0" cellpadding="4"><thead><tr>{head}</tr></thead>'
