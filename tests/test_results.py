@@ -101,9 +101,13 @@ def test_one_process_result_validates_for_every_user_class_and_equals_the_csv(fl
     host = mock.url.replace("http://", f"http://user:{PASSWORD}@")
     prefix, result = tmp_path / "run", tmp_path / "result.json"
     users = str(len(FLAVOURS[flavour]))  # one user of each class at least
-    sweep = ["--sweep-users", "2,4", "--sweep-step-time", "2"] if flavour == "tei" else ["-t", "3s"]
+    load = {
+        "tei": ["--sweep-users", "2,4", "--sweep-step-time", "2"],
+        "infinity": ["-t", "3s", "--request-rate", "40"],  # open loop: vLLM's queue-time fields too
+        "vllm": ["-t", "3s"],
+    }[flavour]
     run(
-        "-f", str(locustfile(tmp_path, FLAVOURS[flavour])), "--host", host, "-u", users, "-r", users, *sweep,
+        "-f", str(locustfile(tmp_path, FLAVOURS[flavour])), "--host", host, "-u", users, "-r", users, *load,
         "--api-key", SECRET, "--csv", str(prefix), "--json-result", str(result),
     )  # fmt: skip
     text = result.read_text()
@@ -115,7 +119,11 @@ def test_one_process_result_validates_for_every_user_class_and_equals_the_csv(fl
     routes = {getattr(user_classes, name).endpoint.route for name in FLAVOURS[flavour]}
     assert {e["name"] for e in doc["requests"]} == routes
     assert "api_key" in doc["options_left_out"] and doc["run"]["host"] == mock.url
-    assert doc["run"]["runner"] == "local" and doc["request_rate"] == "inf"
+    assert doc["run"]["runner"] == "local"
+    if flavour == "infinity":
+        assert doc["request_rate"] == 40.0 and doc["p99_client_queue_time_ms"] is not None
+    else:
+        assert doc["request_rate"] == "inf" and "p99_client_queue_time_ms" not in doc
     if flavour == "tei":
         steps = doc["sweep"]["steps"]
         assert [s["Target"] for s in steps] == [2, 4] and doc["sweep"]["by"] == "users"
