@@ -348,3 +348,51 @@ def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(m
     assert doc["total"]["pooling"]["Goodput Requests/s"] == 12.5 == doc["requests"][0]["pooling"]["Goodput Requests/s"]
     assert doc["mean_e2el_ms"] == 41.0 and doc["std_e2el_ms"] == 3.0
     assert SECRET not in json.dumps(doc)
+
+
+def synthetic_blocks(seed: int, latency_ms: float, rate: float, seconds: int = 60) -> list[dict]:
+    """A run's blocks drawn from known distributions: Poisson-like counts, normal latencies."""
+    import random
+
+    from locust.stats import bucket_response_time
+
+    rng = random.Random(seed)
+    blocks = []
+    for t in range(seconds):
+        n = max(int(rng.gauss(rate, rate**0.5)), 1)
+        times = [max(rng.gauss(latency_ms, latency_ms / 10), 1.0) for _ in range(n)]
+        histogram: dict[str, int] = {}
+        for ms in times:
+            key = str(bucket_response_time(ms))
+            histogram[key] = histogram.get(key, 0) + 1
+        blocks.append(
+            {"time": float(t), "seconds": 1.0, "requests": n, "failures": 0, "e2e_sum_ms": sum(times),
+             "input_tokens": 10 * n, "sequences": n, "bytes": 100 * n, "timings": {"e2e": histogram}}
+        )  # fmt: skip
+    return blocks
+
+
+def test_the_bootstrap_tells_noise_from_a_shift_on_runs_of_known_distributions():
+    from poolbench_locust.results import noise
+
+    def changes(base: list[dict], new: list[dict]) -> dict[str, noise.Change]:
+        out = {}
+        for figure in noise.FIGURES:
+            if figure.title.startswith(("TTFB", "Transfer")):
+                continue  # the synthetic runs have E2E times only
+            a, b = noise.chunks(base), noise.chunks(new)
+            whole_a, whole_b = series.merge_blocks(base), series.merge_blocks(new)
+            out[figure.title] = noise.change(
+                figure,
+                figure.of_block(whole_a),
+                figure.of_block(whole_b),
+                noise.relative_error(figure, a),
+                noise.relative_error(figure, b),
+            )
+        return out
+
+    same = changes(synthetic_blocks(1, 50, 100), synthetic_blocks(2, 50, 100))
+    assert not [t for t, c in same.items() if c.significant], same
+    slower = changes(synthetic_blocks(1, 50, 100), synthetic_blocks(3, 65, 77))
+    assert all(slower[t].significant for t in ("Requests/s", "E2E mean", "E2E 50%", "E2E 90%", "E2E 99%")), slower
+    assert all(slower[t].worse_by(f) > 0.05 for f in noise.FIGURES if (t := f.title) in slower)
