@@ -251,7 +251,7 @@ def test_thirty_percent_more_delay_is_flagged_and_fails_the_gate(delayed_runs, t
         assert rows[figure] == "*", (figure, done.stdout)
     # Throughput falls too; on a loaded machine the client's slowdown can hide part of it in noise.
     assert rows["Requests/s"] == "*" or rows["Requests/s"].startswith("-"), done.stdout
-    assert "Regression: slow.json: Aggregated: E2E 50%" in done.stderr
+    assert "Regression: slow.json: Aggregated: E2E 50% " in done.stderr and "beyond noise" in done.stderr
     html = page.read_text()
     assert html.count("<polyline") == 8  # four charts, two runs each
     assert "<script" not in html and "src=" not in html and "href=" not in html
@@ -396,3 +396,19 @@ def test_the_bootstrap_tells_noise_from_a_shift_on_runs_of_known_distributions()
     slower = changes(synthetic_blocks(1, 50, 100), synthetic_blocks(3, 65, 77))
     assert all(slower[t].significant for t in ("Requests/s", "E2E mean", "E2E 50%", "E2E 90%", "E2E 99%")), slower
     assert all(slower[t].worse_by(f) > 0.05 for f in noise.FIGURES if (t := f.title) in slower)
+
+
+def test_a_run_too_short_for_a_noise_estimate_is_gated_on_the_change_alone(delayed_runs, tmp_path):
+    short = []
+    for label in ("base", "slow"):
+        doc = json.loads(delayed_runs[label].read_text())
+        for entry in [*doc["requests"], doc["total"]]:
+            entry["series"] = entry["series"][:3]  # fewer than six chunks: no estimate
+        short.append(tmp_path / f"{label}.json")
+        short[-1].write_text(json.dumps(doc))
+    done = compare_cli(*map(str, short), "--max-regression", "5%")
+    assert done.returncode == compare.EXIT_REGRESSION, done.stdout + done.stderr
+    assert marked(done.stdout, "Aggregated")["E2E 50% (ms)"] == "?"
+    assert "noise unknown (a run too short)" in done.stderr
+    itself = compare_cli(str(short[0]), str(short[0]), "--max-regression", "0%")
+    assert itself.returncode == 0, itself.stdout + itself.stderr
