@@ -2,4 +2,5 @@
 
 from poolbench_locust import hooks, options  # noqa: F401
 from poolbench_locust.metrics import checks, reporting  # noqa: F401
+from poolbench_locust.results import writer  # noqa: F401
 from poolbench_locust.workload import arrival, sweep  # noqa: F401
