@@ -79,6 +79,11 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
             "--encoding-format",
             f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
         )
+    if (refused := endpoint.refused_option(settings)) is not None:
+        flag, why = refused
+        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
+        given = flag if value is True else f"{flag} {value}"
+        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
 _plans: dict[tuple[type, Settings], Plan] = {}
