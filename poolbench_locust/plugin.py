@@ -2,4 +2,4 @@
 
 from poolbench_locust import hooks, options  # noqa: F401
 from poolbench_locust.metrics import checks, reporting  # noqa: F401
-from poolbench_locust.workload import arrival, sweep  # noqa: F401
+from poolbench_locust.workload import arrival, sweep, warmup  # noqa: F401
