@@ -33,8 +33,9 @@ def _endpoint_users(environment: Environment) -> list[type[EndpointUser]]:
     return [u for u in environment.user_classes if issubclass(u, EndpointUser)]
 
 
-def configuration_error(environment: Environment) -> str | None:
-    """The one line that says why the options or the User classes cannot run, or None."""
+def configuration_error(environment: Environment, options: Any = None) -> str | None:
+    """The one line that says why the options (the environment's, or `options`) or the User classes
+    cannot run, or None."""
     for user_class in _endpoint_users(environment):
         # Checked before plan_for, which would fail on it with an AttributeError and a traceback.
         if not isinstance(getattr(user_class, "endpoint", None), Endpoint):
@@ -43,7 +44,7 @@ def configuration_error(environment: Environment) -> str | None:
                 "(poolbench_locust.endpoints.spec), or `abstract = True` on a base class"
             )
         try:
-            plan_for(user_class, environment.parsed_options)
+            plan_for(user_class, options if options is not None else environment.parsed_options)
         except OptionError as e:
             return str(e)
     return None

@@ -199,8 +199,8 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:
-        if stats.total.requests == 0:
-            stats.start_time = time.time()
+        # A new run (the web UI's START after STOP) starts from zero, as Locust's own stats do.
+        stats.reset()
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
