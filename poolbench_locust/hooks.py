@@ -27,6 +27,11 @@ SECRET_PLACEHOLDER = "(unchanged)"
 """What the web UI's form shows in a secret field that has a value; sent back, it keeps that value."""
 WORKERS_CONNECT_S = 3.0
 """How long a --processes master that stops at start waits for its workers, to tell them to quit."""
+EMBEDDED_MOCK_TTFB_MS = 20.0
+EMBEDDED_MOCK_BODY_MS = 5.0
+"""The bundled mock, started when no --host is given, answers like a small model on a GPU: 20 ms to
+the headers (the inference), 5 ms of body. With no delay at all TTFB equalled E2E and the split
+that poolbench-locust exists to show was invisible."""
 
 
 def _endpoint_users(environment: Environment) -> list[type[EndpointUser]]:
@@ -103,10 +108,21 @@ def _start_embedded_mock(environment: Environment) -> None:
     from poolbench_locust.mockserver import MockConfig, MockServer
 
     flavors = {u.endpoint.server for u in _endpoint_users(environment)}
-    server = MockServer(MockConfig(flavor=flavors.pop() if len(flavors) == 1 else "vllm"), host="127.0.0.1", port=0)
+    config = MockConfig(
+        flavor=flavors.pop() if len(flavors) == 1 else "vllm",
+        ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
+        body_ms=EMBEDDED_MOCK_BODY_MS,
+    )
+    server = MockServer(config, host="127.0.0.1", port=0)
     server.start()
     environment.host = server.url
-    logger.info("No --host given: started the bundled mock server at %s and aimed the test at it", server.url)
+    logger.info(
+        "No --host given: started the bundled mock server at %s (%g ms to the headers, %g ms of body) "
+        "and aimed the test at it",
+        server.url,
+        config.ttfb_ms,
+        config.body_ms,
+    )
 
 
 def _start_error(environment: Environment, check_host: bool = True) -> str | None:

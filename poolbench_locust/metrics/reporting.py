@@ -20,7 +20,8 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.metrics.report import HEADER, console_table, rows
+from poolbench_locust.metrics.console import console_table
+from poolbench_locust.metrics.report import HEADER, rows
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
