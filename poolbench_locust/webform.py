@@ -36,9 +36,10 @@ def form_error(environment: Environment, form: Any) -> str | None:
             setattr(options, key, value == "true")
         elif key in FORM_FIELDS:
             setattr(options, key, secrets.get(key, "") if value == SECRET_PLACEHOLDER else value)
+    host = str(form.get("host") or environment.host or "")
+    options.host = host  # --count-tokens-with-server asks this host's /tokenize while it plans
     if (error := configuration_error(environment, options)) is not None:
         return error
-    host = str(form.get("host") or environment.host or "")
     if host and host != getattr(environment, "poolbench_checked_host", None):
         return host_error(host)
     return None
