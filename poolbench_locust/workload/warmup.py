@@ -5,9 +5,11 @@ Counting nothing is not enough: Locust's rates divide by the time since its stat
 warm-up seconds would still count in every rate (-t 10s --warmup 5 halved the requests/s). At the
 end of warm-up each process (the master and every worker, or the one local process) resets Locust's
 stats and fires `reset_stats`, as Locust's own "Reset stats" does, so the pooling stats start again
-with them. A worker ends its warm-up a little after the master (it starts when the master's spawn
-message reaches it); a report it sends in between holds no requests, only the time its last report
-began, which the master must not take as the start of the counted run.
+with them. The master's clock decides, and its message ends every worker's warm-up: a worker's own
+clock starts when the spawn message reaches it, which under load was 0.6 s after the master's, and
+those 0.6 s of uncounted requests then counted in the master's rates. A report a worker sends
+before the message reaches it holds no requests, only the time its last report began, which the
+master must not take as the start of the counted run.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import MasterRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.options import non_negative
 
 logger = logging.getLogger("poolbench_locust")
+
+OVER_MESSAGE = "poolbench_warmup_over"
 
 
 class Warmup:
@@ -41,13 +45,16 @@ class Warmup:
         if seconds <= 0:
             return
         self.counting = False
-        self._timer = gevent.spawn_later(seconds, self._end, environment)
+        if not isinstance(environment.runner, WorkerRunner):  # a worker waits for the master's message
+            self._timer = gevent.spawn_later(seconds, self.end, environment)
 
-    def _end(self, environment: Environment) -> None:
+    def end(self, environment: Environment) -> None:
         runner = environment.runner
         if runner is not None:
             runner.stats.reset_all()
             runner.exceptions = {}
+        if isinstance(runner, MasterRunner):
+            runner.send_message(OVER_MESSAGE)
         environment.events.reset_stats.fire()
         self.counted_from = time.time()
         self.counting = True
@@ -81,6 +88,8 @@ def _seconds(environment: Environment) -> float:
 
 @events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(OVER_MESSAGE, lambda msg, **_: WARMUP.end(environment) if not WARMUP.counting else None)
     if isinstance(runner, MasterRunner):
 
         @environment.events.worker_report.add_listener  # after Locust's own merge, registered before
