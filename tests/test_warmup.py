@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,19 @@ def test_rates_count_from_the_end_of_warmup(mock_server, tmp_path, processes):
     # ...and the warm-up's requests were sent, and counted nowhere.
     assert served["requests"] - counted == pytest.approx(RATE * WARMUP_S, rel=0.35)
     assert "Warm-up over" in result.stderr
+
+
+def test_a_sweep_step_counts_from_the_end_of_warmup(mock_server, tmp_path):
+    prefix = tmp_path / "sweep"
+    result = locust(
+        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-u", "4",
+        "--sweep-rates", "20,40", "--sweep-step-time", "4", "--warmup", "2", "--stop-timeout", "5",
+        "--csv", str(prefix),
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(f"{prefix}_sweep.csv") as f:
+        first, second = csv.DictReader(f)
+    assert float(first["Seconds"]) == pytest.approx(2, abs=0.5)  # the step's 4 s less the warm-up's 2
+    assert float(first["Requests/s"]) == pytest.approx(20, rel=0.25)
+    assert float(second["Requests/s"]) == pytest.approx(40, rel=0.25)
