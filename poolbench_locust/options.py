@@ -297,6 +297,10 @@ class Settings:
             raise OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
         if values["sweep_rates"] and values["request_rate"]:
             raise OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
+        if values["encoding_format"] == "float":  # JSON numbers have no dtype or byte order to ask for
+            for flag, default in (("--embed-dtype", "float32"), ("--endianness", "native")):
+                if values[flag[2:].replace("-", "_")] != default:
+                    raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
         if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
             raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
         return cls(**values)

@@ -20,8 +20,9 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import Sample, history_of, sample_while_running
-from poolbench_locust.metrics.report import HEADER, console_table, rows
+from poolbench_locust.metrics.report import HEADER, rows
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -202,8 +203,8 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:
-        if stats.total.requests == 0:
-            stats.start_time = time.time()
+        # A new run (the web UI's START after STOP) starts from zero, as Locust's own stats do.
+        stats.reset()
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:

@@ -131,6 +131,13 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     shape.runner = runner
     environment.shape_class = shape
 
+    @environment.events.reset_stats.add_listener
+    def restart_the_step(**_: Any) -> None:
+        # Reset stats (the end of --warmup, or the web UI's button): the step's figures start again
+        # from zero now, so its seconds do too; a mark from before would make them negative.
+        if shape._mark is not None:
+            shape._mark = {"requests": 0, "failures": 0, "times": {}, "tokens": 0, "at": shape.get_run_time()}
+
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
         if shape.step >= 0:
