@@ -205,6 +205,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     def start(**_: Any) -> None:
         # A new run (the web UI's START after STOP) starts from zero, as Locust's own stats do.
         stats.reset()
+        history_of(environment).clear()
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:

@@ -73,6 +73,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     stats = stats_of(environment)
     series = series_of(environment)
     environment.events.reset_stats.add_listener(series.clear)
+    environment.events.test_start.add_listener(lambda **_: series.clear())  # a web UI re-run starts anew
     gevent.spawn(sample_while_running, environment, stats)
     ended: list[float] = []
     workers = [0]
