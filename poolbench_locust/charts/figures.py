@@ -38,9 +38,10 @@ KNEE_LATENCIES = (("E2E 50%", "E2E p50"), ("E2E 99%", "E2E p99"))
 
 
 def records_of(samples: Iterable[Sample]) -> list[dict[str, Any]]:
-    """The Aggregated row of each history sample, with its time and user count, as the CSV has them."""
+    """The Aggregated row of each history sample, with its time and user count, as the CSV has them
+    (the time in whole seconds, as Locust writes it: the live chart and the CSV's are the same)."""
     return [
-        {**sample["rows"][-1], "Timestamp": sample["time"], "User Count": sample["user_count"]}
+        {**sample["rows"][-1], "Timestamp": int(sample["time"]), "User Count": sample["user_count"]}
         for sample in samples
         if sample["rows"]
     ]

@@ -55,11 +55,14 @@ def report_section(environment: Environment, ended: bool = False) -> str:
     return "".join(parts)
 
 
+def insert_before_body_end(page: str, html: str) -> str:
+    index = page.rfind("</body>")
+    return page + html if index < 0 else page[:index] + html + page[index:]
+
+
 def add_to_report(page: str, environment: Environment, ended: bool = False) -> str:
     """The charts before the pooling table if it is in the page already, else before </body> (where
     the table goes after them): either way round, charts then table."""
     section = report_section(environment, ended)
     index = page.find(TABLE_MARK)
-    if index < 0:
-        index = page.rfind("</body>")
-    return page + section if index < 0 else page[:index] + section + page[index:]
+    return insert_before_body_end(page, section) if index < 0 else page[:index] + section + page[index:]

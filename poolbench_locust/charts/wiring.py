@@ -11,7 +11,7 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
-from poolbench_locust.charts.pages import add_to_report, live_fragment, sweep_steps
+from poolbench_locust.charts.pages import add_to_report, insert_before_body_end, live_fragment, sweep_steps
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -51,11 +51,6 @@ TAB_SCRIPT = """<script>
   setInterval(tick, 250);
 })();
 </script>""".replace("REFRESH_MS", str(REFRESH_MS))
-
-
-def insert_before_body_end(page: str, html: str) -> str:
-    index = page.rfind("</body>")
-    return page + html if index < 0 else page[:index] + html + page[index:]
 
 
 def _install_web_ui(environment: Environment) -> None:

@@ -45,8 +45,9 @@ Sample = dict[str, Any]
 """{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `report.rows` makes them
 plus WINDOW_COLUMNS, the Aggregated row last (and alone unless --csv-full-history)."""
 
-Snapshot = dict[str | None, dict[str, dict[str, Any]]]
-"""Request name (None for the total) -> timing -> the histogram's dump, at one tick."""
+Snapshot = dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]]
+"""Request name (None for the total) -> its entry and its timings' dumps, at one tick. The entry
+tells a reset apart: Locust's reset replaces every entry, and a count alone may come out equal."""
 
 
 class Window:
@@ -61,15 +62,16 @@ class Window:
 
     def figures(self, entries: list[tuple[str | None, Entry]]) -> list[dict[str, Any]]:
         """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's dumps are kept for the next ones."""
-        now: Snapshot = {name: {key: e.timings[key].dump() for key, _ in WINDOW_TIMINGS} for name, e in entries}
+        now: Snapshot = {name: (e, {key: e.timings[key].dump() for key, _ in WINDOW_TIMINGS}) for name, e in entries}
         oldest = self.snapshots[0] if self.snapshots else {}
         figures = []
         for name, entry in entries:
+            then = oldest.get(name)
+            before = then[1] if then is not None and then[0] is entry else {}
             values: dict[str, Any] = {}
             for key, title in WINDOW_TIMINGS:
-                window = _difference(now[name][key], oldest.get(name, {}).get(key))
                 histogram = type(entry.timings[key])()
-                histogram.merge(window)
+                histogram.merge(_difference(now[name][1][key], before.get(key)))
                 for p in WINDOW_PERCENTILES:
                     values[window_column(title, p)] = histogram.percentile(p) if histogram.n else None
             figures.append(values)
@@ -78,8 +80,8 @@ class Window:
 
 
 def _difference(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
-    """The dump of the requests counted since `before` (all of them if the stats were reset since)."""
-    if before is None or before["n"] > now["n"]:
+    """The dump of the requests counted since `before` (all of them when there is no `before`)."""
+    if before is None:
         return now
     counts = {b: c - before["counts"].get(b, 0) for b, c in now["counts"].items()}
     return {"counts": {b: c for b, c in counts.items() if c > 0}, "n": now["n"] - before["n"], "max": now["max"]}
