@@ -41,13 +41,18 @@ def finite(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def nice_ticks(low: float, high: float, count: int = TICKS) -> list[float]:
-    """Round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten apart)."""
+DURATION_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+"""Seconds between ticks of a time axis: whole seconds, minutes and hours."""
+
+
+def nice_ticks(low: float, high: float, count: int = TICKS, steps: Sequence[float] = ()) -> list[float]:
+    """Round tick values covering [low, high]: one of `steps` apart, else 1, 2, 2.5 or 5 times a power of ten."""
     if high <= low:
         high = low + 1.0
     raw = (high - low) / max(count - 1, 1)
     power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    candidates = [*steps] or [m * power for m in (1, 2, 2.5, 5, 10)]
+    step = next((c for c in candidates if c >= raw), candidates[-1] * math.ceil(raw / candidates[-1]))
     first = math.floor(low / step) * step
     ticks = []
     value = first
@@ -130,8 +135,11 @@ def line_chart(
         )
         return "".join(parts)
     y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
-    x_ticks = nice_ticks(min(0.0, min(xs)) if x_from_zero else min(xs), max(xs))
-    x_lo, x_hi = x_ticks[0], x_ticks[-1]
+    # The x axis ends where the data ends (a run in progress fills it); the y axis at a round tick.
+    x_lo = min(0.0, min(xs)) if x_from_zero else min(xs)
+    x_hi = max(xs) if max(xs) > x_lo else x_lo + 1.0
+    steps = DURATION_STEPS if x_format is duration_label else ()
+    x_ticks = [t for t in nice_ticks(x_lo, x_hi, steps=steps) if x_lo <= t <= x_hi]
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
 
     def px(x: float) -> float:
