@@ -9,11 +9,13 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import requests
 from locust.env import Environment
 from locust.event import Events
 
@@ -24,7 +26,8 @@ from poolbench_locust.metrics import reporting
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.harness import options
-from tests.test_cli import locust
+from tests.test_cli import ROOT, locust
+from tests.test_metrics import free_port
 
 CONTEXT = {"sequences": 2, "input_tokens": 10, "token_source": "server"}
 
@@ -288,3 +291,49 @@ def test_a_history_longer_than_its_bound_still_draws_within_the_bound():
     assert len(history.samples) <= MAX_SAMPLES
     assert all(len(line) <= 2 * svg.WIDTH for line in polylines(fragment))
     assert json.dumps(history.samples)  # what /pooling/history serves is plain JSON
+
+
+def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
+    mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
+    port, web_port = str(free_port()), free_port()
+    common = ["-f", "locustfiles/embeddings.py", "--host", mock.url, "--input-len", "6"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "locust", *common, "--worker", "--master-port", port],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    master = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "locust", *common, "--master", "--master-bind-port", port),
+            *("--expect-workers", "1", "--web-host", "127.0.0.1", "--web-port", str(web_port)),
+            *("--autostart", "-u", "2", "-r", "2", "-t", "25s", "--autoquit", "1"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{web_port}"
+    samples: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                samples = requests.get(f"{base}/pooling/history", timeout=2).json()["samples"]
+            except (requests.ConnectionError, ValueError):
+                continue
+            if sum(1 for s in samples if s["rows"][-1]["Current Input Tokens/s"]) >= 3:
+                break
+        fragment = requests.get(f"{base}/pooling/charts", timeout=5).text
+    finally:
+        for proc in (master, worker):
+            proc.terminate()
+        for proc in (master, worker):
+            proc.wait(timeout=30)
+    tokens = [s["rows"][-1]["Current Input Tokens/s"] for s in samples]
+    assert sum(1 for t in tokens if t) >= 3, tokens
+    charts = re.findall(r"<svg.*?</svg>", fragment, re.S)
+    assert len(charts) == len(POOLING_CHARTS)
+    (line,) = polylines(charts[0])
+    assert len(line) >= len(samples) >= 3, "the master draws every second it sampled"
