@@ -64,7 +64,7 @@ def time_charts(records: Sequence[Record], charts: Sequence[Chart]) -> list[str]
             )
             for column, legend in columns
         ]
-        drawn.append(line_chart(title, series, y_unit=unit, x_label="elapsed (m:ss)"))
+        drawn.append(line_chart(title, series, y_unit=unit, x_label="elapsed (m:ss)", x_from_zero=True))
     return drawn
 
 
