@@ -5,9 +5,9 @@ the charts and the JSON result.
 A sample is the Aggregated row of `report.rows` (every name's row too with --csv-full-history),
 with the time, the user count and the TTFB and E2E percentiles of the requests of the last
 WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
-Memory stays bounded however long the run: past MAX_SAMPLES,
-every other sample is dropped and the interval between samples doubles, so a day's run keeps the
-same number of samples as half an hour's, evenly spread.
+Memory stays bounded however long the run: past MAX_SAMPLES, every other sample is dropped and the
+interval between samples doubles, so a day's run keeps the same number of samples as half an
+hour's, evenly spread.
 """
 
 from __future__ import annotations
