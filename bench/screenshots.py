@@ -111,11 +111,15 @@ class Browser:
         self.until("document.readyState === 'complete'")
 
     def shot(self, path: Path, selector: str | None = None, pad: int = 8) -> None:
-        """The element (or the whole page) as PNG."""
+        """The element as PNG, or without a selector the window as it is (Locust's header included)."""
+        if selector is None:
+            data = self.call("Page.captureScreenshot", format="png")["data"]
+            path.write_bytes(base64.b64decode(data))
+            print(path.relative_to(ROOT))
+            return
         box = self.js(
-            "(() => { const e = %s; const r = e.getBoundingClientRect();"
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
             " return [r.left + scrollX, r.top + scrollY, r.width, r.height]; })()"
-            % (f"document.querySelector({json.dumps(selector)})" if selector else "document.documentElement")
         )
         x, y, w, h = box
         clip = {"x": max(x - pad, 0), "y": max(y - pad, 0), "width": w + 2 * pad, "height": h + 2 * pad, "scale": 1}
@@ -171,12 +175,11 @@ def main() -> None:
 
         post(web + "/swarm", {"user_count": "8", "spawn_rate": "8", "host": mock.url, "batch_size": "1:16"})
         time.sleep(45)
+        browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=1180, deviceScaleFactor=1, mobile=False)
         browser.goto(web + "/?tab=pooling")
         browser.until("document.querySelector('#poolbench-charts svg') !== null")
         time.sleep(1)
-        browser.shot(
-            RESULTS / "webui-pooling-tab.png", "main" if browser.js("!!document.querySelector('main')") else None
-        )
+        browser.shot(RESULTS / "webui-pooling-tab.png")
 
         post(web + "/stop", {})
         time.sleep(2)
