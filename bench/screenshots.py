@@ -78,10 +78,14 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_http(f"http://127.0.0.1:{port}/json/version")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/json/version")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
+                page = next(t for t in json.load(r) if t["type"] == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
+        except BaseException:
+            self._stop_process()
+            raise
         self.ids = 0
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
 
@@ -127,14 +131,18 @@ class Browser:
         path.write_bytes(base64.b64decode(data))
         print(path.relative_to(ROOT))
 
-    def close(self) -> None:
-        self.ws.close()
+    def _stop_process(self) -> None:
         self.proc.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
         shutil.rmtree(self.profile, ignore_errors=True)
+
+    def close(self) -> None:
+        self.ws.close()
+        self._stop_process()
 
 
 def start_locust(host: str, port: int, *flags: str) -> subprocess.Popen[bytes]:
@@ -157,10 +165,8 @@ def post(url: str, form: dict[str, str]) -> None:
     urllib.request.urlopen(url, data=urllib.parse.urlencode(form).encode(), timeout=10).close()
 
 
-def main() -> None:
-    RESULTS.mkdir(exist_ok=True)
-    mock = Mock("--ttfb-ms", "20", "--body-ms", "30")
-    browser = Browser(width=1400)
+def web_ui_shots(mock: Mock, browser: Browser) -> None:
+    """The form, the Pooling tab during a run, and the report's charts after it."""
     port = free_port()
     web = f"http://127.0.0.1:{port}"
     locust = start_locust(mock.url, port)
@@ -189,25 +195,43 @@ def main() -> None:
     finally:
         stop(locust)
 
-    prefix = Path(tempfile.mkdtemp(prefix="poolbench-sweep-")) / "knee"
-    sweep = subprocess.run(
-        [
-            *(LOCUST, "-f", "locustfiles/demo.py", "--host", mock.url, "--headless", "--only-summary"),
-            *("--sweep-users", "1,2,4,8,16,32", "--sweep-step-time", "5", "--csv", str(prefix)),
-        ],
-        cwd=ROOT,
-        env=CHILD_ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=90,
-    )
-    mock.close()
-    if sweep.returncode == 0:
+
+def knee_shot(mock: Mock, browser: Browser) -> None:
+    """A sweep's PREFIX_sweep.svg, drawn by the run itself."""
+    out = Path(tempfile.mkdtemp(prefix="poolbench-sweep-"))
+    prefix = out / "knee"
+    try:
+        subprocess.run(
+            [
+                *(LOCUST, "-f", "locustfiles/demo.py", "--host", mock.url, "--headless", "--only-summary"),
+                *("--sweep-users", "1,2,4,8,16,32", "--sweep-step-time", "5", "--csv", str(prefix)),
+            ],
+            cwd=ROOT,
+            env=CHILD_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=90,
+            check=True,
+        )
         browser.goto(Path(f"{prefix}_sweep.svg").as_uri())
         browser.shot(RESULTS / "sweep-knee.png", "svg", pad=0)
         shutil.copy(f"{prefix}_sweep.csv", RESULTS / "sweep-knee.csv")
-    browser.close()
-    shutil.rmtree(prefix.parent, ignore_errors=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main() -> None:
+    RESULTS.mkdir(exist_ok=True)
+    mock = Mock("--ttfb-ms", "20", "--body-ms", "30")
+    browser: Browser | None = None
+    try:  # whatever fails, the mock and the browser stop with the script
+        browser = Browser(width=1400)
+        web_ui_shots(mock, browser)
+        knee_shot(mock, browser)
+    finally:
+        if browser is not None:
+            browser.close()
+        mock.close()
 
 
 if __name__ == "__main__":
