@@ -229,8 +229,11 @@ def register(parser: Any, title: str, options: tuple[Option, ...], flags: tuple[
     group = parser.add_argument_group(title)
     for opt in options:
         checked = _checked_text(opt.parse) if opt.parse is not None else None
+        # A default kept as text too: the web UI's /swarm casts a typed value to the type of the
+        # current one, and int("1:16") for --batch-size was an HTTP 500 instead of a run.
+        default = str(opt.default) if opt.default is not None and opt.parse is not None else opt.default
         action = group.add_argument(
-            opt.flag, type=checked, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
+            opt.flag, type=checked, default=default, env_var=opt.env_var, help=opt.help, choices=opt.choices
         )
         _show_in_web_ui(action, opt.secret)
     for flag, help_text in flags:

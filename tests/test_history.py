@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+from itertools import pairwise
 
 from poolbench_locust.metrics.history import MAX_SAMPLES, History
 
@@ -15,7 +15,7 @@ def test_history_keeps_at_most_max_samples_evenly_spread_over_a_long_run():
     times = [s["time"] for s in history.samples]
     assert MAX_SAMPLES // 2 <= len(times) <= MAX_SAMPLES
     assert times[0] == 0.0 and times[-1] >= seconds - history.interval
-    gaps = {b - a for a, b in itertools.pairwise(times)}
+    gaps = {b - a for a, b in pairwise(times)}
     assert gaps == {history.interval}, gaps
     assert history.interval == 16
 

@@ -3,31 +3,88 @@ runner that shows the figures (the master, or the only process), for PREFIX_pool
 the charts and the JSON result.
 
 A sample is the Aggregated row of `report.rows` (every name's row too with --csv-full-history),
-with the time and the user count. Memory stays bounded however long the run: past MAX_SAMPLES,
-every other sample is dropped and the interval between samples doubles, so a day's run keeps the
-same number of samples as half an hour's, evenly spread.
+with the time, the user count and the TTFB and E2E percentiles of the requests of the last
+WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
+Memory stays bounded however long the run: past MAX_SAMPLES, every other sample is dropped and the
+interval between samples doubles, so a day's run keeps the same number of samples as half an
+hour's, evenly spread.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.stats import CSV_STATS_INTERVAL_SEC
+from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
-from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.report import rows
 
 MAX_SAMPLES = 1800
 """Half an hour at one sample a second; a longer run keeps this many, further apart."""
 
+WINDOW_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
+"""As Locust's current response time percentiles: the requests of the last 10 s."""
+WINDOW_TIMINGS = (("ttfb", "TTFB"), ("e2e", "E2E"))
+WINDOW_PERCENTILES = (0.50, 0.95)
+
+
+def window_column(title: str, fraction: float) -> str:
+    return f"Current {title} {round(fraction * 100)}%"
+
+
+WINDOW_COLUMNS = [window_column(title, p) for _, title in WINDOW_TIMINGS for p in WINDOW_PERCENTILES]
+"""Added to every row of a sample: ms, None when no request ended in the window."""
+
 Sample = dict[str, Any]
-"""{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `report.rows` makes them,
-the Aggregated row last (and alone unless --csv-full-history)."""
+"""{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `report.rows` makes them
+plus WINDOW_COLUMNS, the Aggregated row last (and alone unless --csv-full-history)."""
+
+Snapshot = dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]]
+"""Request name (None for the total) -> its entry and its timings' dumps, at one tick. The entry
+tells a reset apart: Locust's reset replaces every entry, and a count alone may come out equal."""
+
+
+class Window:
+    """The timing histograms of the last WINDOW_SECONDS ticks: the difference between now and the
+    oldest is the distribution of the requests of the window. Bounded: WINDOW_SECONDS + 1 dumps."""
+
+    def __init__(self) -> None:
+        self.snapshots: deque[Snapshot] = deque(maxlen=round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC) + 1)
+
+    def clear(self) -> None:
+        self.snapshots.clear()
+
+    def figures(self, entries: list[tuple[str | None, Entry]]) -> list[dict[str, Any]]:
+        """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's dumps are kept for the next ones."""
+        now: Snapshot = {name: (e, {key: e.timings[key].dump() for key, _ in WINDOW_TIMINGS}) for name, e in entries}
+        oldest = self.snapshots[0] if self.snapshots else {}
+        figures = []
+        for name, entry in entries:
+            then = oldest.get(name)
+            before = then[1] if then is not None and then[0] is entry else {}
+            values: dict[str, Any] = {}
+            for key, title in WINDOW_TIMINGS:
+                histogram = type(entry.timings[key])()
+                histogram.merge(_difference(now[name][1][key], before.get(key)))
+                for p in WINDOW_PERCENTILES:
+                    values[window_column(title, p)] = histogram.percentile(p) if histogram.n else None
+            figures.append(values)
+        self.snapshots.append(now)
+        return figures
+
+
+def _difference(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
+    """The dump of the requests counted since `before` (all of them when there is no `before`)."""
+    if before is None:
+        return now
+    counts = {b: c - before["counts"].get(b, 0) for b, c in now["counts"].items()}
+    return {"counts": {b: c for b, c in counts.items() if c > 0}, "n": now["n"] - before["n"], "max": now["max"]}
 
 
 @dataclass
@@ -37,6 +94,7 @@ class History:
     """Seconds between kept samples: doubles each time the list is thinned."""
     _skip: int = 0
     """Samples still to skip before the next one is kept, once the interval has grown."""
+    window: Window = field(default_factory=Window)
 
     def add(self, sample: Sample) -> bool:
         """Keep the sample if it falls on the current interval; True if it was kept."""
@@ -54,6 +112,7 @@ class History:
         self.samples.clear()
         self.interval = CSV_STATS_INTERVAL_SEC
         self._skip = 0
+        self.window.clear()
 
 
 def history_of(environment: Environment) -> History:
@@ -65,8 +124,11 @@ def history_of(environment: Environment) -> History:
 
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:
+    """One tick's sample; call it once a tick (the window of current percentiles moves with it)."""
     full = bool(getattr(environment.parsed_options, "stats_history_enabled", False))
-    table = rows(stats)
+    entries: list[tuple[str | None, Entry]] = [*((e.name, e) for e in stats.sorted_entries()), (None, stats.total)]
+    window = history_of(environment).window.figures(entries)
+    table = [{**row, **current} for row, current in zip(rows(stats), window, strict=True)]
     runner = environment.runner
     return {
         "time": time.time(),

@@ -21,7 +21,7 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
-from poolbench_locust.metrics.history import Sample, history_of, sample_while_running
+from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.report import HEADER, rows
 
 logger = logging.getLogger("poolbench_locust")
@@ -116,18 +116,22 @@ def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
 
 class _HistoryCsv:
     """PREFIX_pooling_history.csv: a row per sample, like Locust's PREFIX_stats_history.csv (the
-    Aggregated row, or every name with --csv-full-history)."""
+    Aggregated row, or every name with --csv-full-history), with the current-window percentiles."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "w", newline="")  # noqa: SIM115 (open for the whole run, closed at quitting)
         self._writer = csv.writer(self._file)
-        self._writer.writerow(["Timestamp", "User Count", *HEADER])
+        self._writer.writerow(["Timestamp", "User Count", *HEADER, *WINDOW_COLUMNS])
         self._file.flush()
 
     def write(self, sample: Sample) -> None:
         for row in sample["rows"]:
             self._writer.writerow(
-                [int(sample["time"]), sample["user_count"], *("" if row[c] is None else row[c] for c in HEADER)]
+                [
+                    int(sample["time"]),
+                    sample["user_count"],
+                    *("" if row[c] is None else row[c] for c in (*HEADER, *WINDOW_COLUMNS)),
+                ]
             )
         self._file.flush()
 
