@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -28,9 +29,12 @@ LISTENING = "hostile listening on "
 
 
 class HostileServer:
-    """Serves `handler` on 127.0.0.1 (a free port) until closed; a context manager."""
+    """Serves `handler` on 127.0.0.1 (a free port) until closed; a context manager.
 
-    def __init__(self, handler: Handler) -> None:
+    With `ssl_context` (a server-side ssl.SSLContext) it serves TLS, at an https:// url.
+    """
+
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.connections = 0
         self.requests: list[bytes] = []
@@ -46,10 +50,11 @@ class HostileServer:
             finally:
                 sock.close()
 
-        self._server = StreamServer(("127.0.0.1", 0), serve)
+        tls = {} if ssl_context is None else {"ssl_context": ssl_context}
+        self._server = StreamServer(("127.0.0.1", 0), serve, **tls)
         self._server.start()
         self.port: int = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self._server.stop(timeout=1)
