@@ -21,6 +21,7 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.report import HEADER, console_table, rows
+from poolbench_locust.metrics.shipping import Inbox, Outbox
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -132,7 +133,7 @@ def _history_writer(environment: Environment, stats: PoolingStats, path: str) ->
             f.flush()
 
 
-def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats: PoolingStats) -> None:
+def _final_reports_on_stop(environment: Environment, runner: MasterRunner, inbox: Inbox) -> None:
     """Make every worker stop its users and send its last figures before the master stops counting.
 
     Locust's master waits only 0.5 s for the workers' last reports after it tells them to quit, and a
@@ -143,7 +144,7 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
     arrived: set[str] = set()
 
     def on_final(msg: Any, **_: Any) -> None:
-        stats.merge_report(msg.data)
+        inbox.merge(msg.node_id, msg.data)
         arrived.add(msg.node_id)
 
     runner.register_message(FINAL_MESSAGE, on_final)
@@ -160,10 +161,10 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
             logger.warning("No final pooling report from %d worker(s): %s", len(missing), ", ".join(sorted(missing)))
 
 
-def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats) -> None:
+def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats, outbox: Outbox) -> None:
     def on_stop(**_: Any) -> None:
         runner.stop()  # users finish their request (--stop-timeout) and fire its event first
-        runner.send_message(FINAL_MESSAGE, stats.take_report())
+        runner.send_message(FINAL_MESSAGE, outbox.report(stats))
 
     runner.register_message(STOP_MESSAGE, on_stop)
 
@@ -174,21 +175,23 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     environment.events.request.add_listener(stats.on_request)
     environment.events.reset_stats.add_listener(stats.reset)
     if isinstance(runner, WorkerRunner):
+        outbox = Outbox()
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data[REPORT_KEY] = stats.take_report()
+            data[REPORT_KEY] = outbox.report(stats)
 
-        _send_final_report_on_request(runner, stats)
+        _send_final_report_on_request(runner, stats, outbox)
         return
     if isinstance(runner, MasterRunner):
+        inbox = Inbox(environment, stats)
 
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
-                stats.merge_report(data[REPORT_KEY])
+                inbox.merge(client_id, data[REPORT_KEY])
 
-        _final_reports_on_stop(environment, runner, stats)
+        _final_reports_on_stop(environment, runner, inbox)
 
     if web_ui is not None:
         _install_web_ui(environment, stats)
