@@ -15,12 +15,15 @@ from __future__ import annotations
 import importlib
 import itertools
 import socket
-import ssl
 import sys
 from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from gevent.server import StreamServer
+
+if TYPE_CHECKING:  # importing ssl before Locust's monkey-patching breaks ssl (RecursionError)
+    import ssl
 
 Handler = Callable[[socket.socket, int], None]
 """Serves one connection: the accepted socket and the connection's number (0, 1, ...)."""
@@ -131,6 +134,9 @@ def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handl
 
 def main() -> None:
     """Serve MODULE:HANDLER in this process until killed."""
+    from gevent import monkey
+
+    monkey.patch_all()  # before the handler's module imports anything that imports ssl (requests, locust)
     module, _, name = sys.argv[1].partition(":")
     handler = getattr(importlib.import_module(module), name)
     server = HostileServer(handler)
