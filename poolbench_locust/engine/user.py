@@ -144,6 +144,8 @@ def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
         return "socket timeout waiting for the response headers (--request-timeout)"
     if isinstance(error, HTTPParseError):
         return f"invalid HTTP response: {error}"
+    if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not
+        return f"TLS error: certificate verify failed: {error.verify_message} (--tls-verify)"
     if isinstance(error, ssl.SSLError):
         return f"TLS error: {error.reason or error}"
     if isinstance(error, OSError):
