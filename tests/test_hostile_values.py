@@ -126,6 +126,20 @@ def test_implausible_counts_in_cohere_meta_rerank_meta_and_bytes_metadata():
     )
 
 
+@pytest.mark.parametrize("count", [2**63, -2, 2.5, None, "²"], ids=["2**63", "negative", "float", "null", "str"])
+def test_an_implausible_tokenize_count_stops_the_run_at_start(count, monkeypatch):
+    answer: Answer = lambda *_: response(200, orjson.dumps({"count": count}))  # noqa: E731
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    heads: list[bytes] = []
+    server = HostileServer(serve_requests(lambda head, body, n: heads.append(head.lower()) or answer(head, body, n)))
+    try:
+        with pytest.raises(OptionError, match=r"^--count-tokens-with-server: .* gave no token count"):
+            plan_for(pb.EmbeddingsUser, options("--count-tokens-with-server", "--api-key-from-env"), server.url)
+    finally:
+        server.close()
+    assert f"authorization: bearer {SECRET.lower()}".encode() in heads[0], "/tokenize gets the key the run sends"
+
+
 TEI_HEADERS = {
     "x-compute-time": "3",
     "x-total-time": "4",

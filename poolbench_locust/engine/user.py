@@ -105,7 +105,7 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        counter = counter_for(settings, target)
+        counter = counter_for(settings, target, access.api_key)
         route = settings.endpoint_path or endpoint.route
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
