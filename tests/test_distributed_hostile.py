@@ -20,6 +20,7 @@ from pathlib import Path
 
 import gevent
 import orjson
+import pytest
 import requests
 from locust.env import Environment
 
@@ -153,12 +154,13 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
     assert master.returncode == 1, master.stderr[-3000:]  # Locust's exit code when a request failed
 
 
-def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path):
+@pytest.mark.parametrize("loop", [(), ("--request-rate", "20")], ids=["closed-loop", "open-loop"])
+def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path, loop):
     prefix = tmp_path / "end"
     with hostile_process("slow") as url:
         result = subprocess.run(
             [
-                *(*LOCUST, "--host", url, *SHAPE, "--headless", "-u", "4", "-r", "4", "-t", "2s"),
+                *(*LOCUST, "--host", url, *SHAPE, "--headless", "-u", "4", "-r", "4", "-t", "2s", *loop),
                 *("--request-timeout", "5", "--csv", str(prefix)),
             ],
             cwd=ROOT,
