@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import gevent
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchemeError
 from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
@@ -145,6 +146,10 @@ def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
         return "socket timeout waiting for the response headers (--request-timeout)"
     if isinstance(error, HTTPParseError):
         return f"invalid HTTP response: {error}"
+    if isinstance(error, RetriesExceeded) and "Redirection limit" in str(error):
+        return f"redirected more than {MAX_REDIRECTS} times (307/308)"
+    if isinstance(error, UnsupportedRedirectSchemeError):
+        return f"redirected to a URL that is not http(s): {getattr(error, 'text', '')}"
     if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not
         return f"TLS error: certificate verify failed: {error.verify_message} (--tls-verify)"
     if isinstance(error, ssl.SSLError):
