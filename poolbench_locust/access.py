@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -66,8 +67,14 @@ class Access:
         """For FastHttpUser.ssl_context_factory: None keeps Locust's own choice (by `insecure`)."""
         if self.ca_bundle is None:
             return None
-        context = gevent.ssl.create_default_context(cafile=self.ca_bundle)
+        context = _bundle_context(self.ca_bundle)
         return lambda **_: context
+
+
+@cache
+def _bundle_context(path: str) -> Any:
+    """One context per CA file, shared by every user and connection: loading the file is the slow part."""
+    return gevent.ssl.create_default_context(cafile=path)
 
 
 _told: set[tuple[str, str]] = set()

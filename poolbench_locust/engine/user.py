@@ -284,7 +284,9 @@ class EndpointUser(FastHttpUser):
                     received, failure = self._consume(plan, resp, req, deadline, start, context)
                 except Exception as e:  # a bug here must still be one counted failure, never a lost event
                     trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
-                    logger.error("unexpected error while reading the answer: %s", messages.redact(trace, plan.secrets))
+                    logger.error(
+                        "unexpected error while reading the answer: %s", messages.clean(trace, plan.secrets, 4000)
+                    )
                     resp.release()
                     received, failure = 0, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
