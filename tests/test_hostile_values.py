@@ -140,6 +140,29 @@ def test_an_implausible_tokenize_count_stops_the_run_at_start(count, monkeypatch
     assert f"authorization: bearer {SECRET.lower()}".encode() in heads[0], "/tokenize gets the key the run sends"
 
 
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        ({"embed_dtype": ["float32"]}, "unknown embed_dtype \"['float32']\" in the answer"),
+        ({"endianness": {"x": 1}}, "unknown endianness \"{'x': 1}\" in the answer"),
+        ({"end": 1e300}, "metadata offsets do not match the body"),
+        ({"start": "x"}, "metadata items lack integer start/end offsets"),
+    ],
+    ids=["dtype-list", "endianness-object", "huge-end", "text-start"],
+)
+def test_bytes_metadata_of_the_wrong_types_is_one_failure(item, expected):
+    body = struct.pack("=8f", *([0.5] * 8))
+    good = [{"index": i, "start": i * 16, "end": (i + 1) * 16} for i in range(2)]
+    bad = [{**good[0], **item}, good[1]]
+
+    def binary(data: list[dict[str, Any]]) -> bytes:
+        meta = orjson.dumps({"data": data, "usage": {"prompt_tokens": 8}}).decode()
+        return response(200, body, headers=[("metadata", meta)], content_type="application/octet-stream")
+
+    args = ("--encoding-format", "bytes", "--check-vectors")
+    assert_failed_then_ok(pb.EmbeddingsUser, binary(bad), binary(good), expected, *args)
+
+
 TEI_HEADERS = {
     "x-compute-time": "3",
     "x-total-time": "4",

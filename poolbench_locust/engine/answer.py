@@ -19,6 +19,7 @@ from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import (
     DTYPE_SIZES,
+    ENDIANNESS,
     METADATA_HEADER,
     TEI_PRESENCE_HEADER,
     TEI_TIMING_HEADERS,
@@ -141,12 +142,13 @@ def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, setti
         _expect_items(len(items), req, "embeddings in metadata")
         try:
             described = sum(int(item["end"]) - int(item["start"]) for item in items)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise BadResponse("metadata items lack integer start/end offsets") from None
         if described != body.size:
             raise BadResponse("metadata offsets do not match the body: bytes received differ from sum of end - start")
     if settings.check_vectors and items:
-        first = items[0]
+        if not isinstance(first := items[0], Mapping):
+            raise BadResponse("metadata item 0 is not an object")
         _check_raw_vector(body.head, first.get("embed_dtype", settings.embed_dtype), first.get("endianness"), settings)
     return tokens
 
@@ -173,9 +175,11 @@ def check_bytes_only(body: Body, req: PreparedRequest, settings: Settings, dims:
     return dims
 
 
-def _check_raw_vector(head: bytes, dtype: str, endianness: str | None, settings: Settings) -> None:
-    if dtype not in DTYPE_SIZES:
-        raise BadResponse(f"unknown embed_dtype {dtype!r} in the answer")
+def _check_raw_vector(head: bytes, dtype: Any, endianness: Any, settings: Settings) -> None:
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+        raise BadResponse(f"unknown embed_dtype {str(dtype)[:20]!r} in the answer")
+    if endianness is not None and endianness not in ENDIANNESS:  # a list here is not hashable, but `in` a tuple is fine
+        raise BadResponse(f"unknown endianness {str(endianness)[:20]!r} in the answer")
     if (why := vectors.problem(vectors.decode(head, dtype, endianness or settings.endianness))) is not None:
         raise BadResponse(why)
 
