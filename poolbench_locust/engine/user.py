@@ -24,7 +24,6 @@ from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchem
 from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
-from locust.user.task import LOCUST_STATE_STOPPING
 
 from poolbench_locust.access import Access, access_for
 from poolbench_locust.endpoints.spec import Endpoint
@@ -247,10 +246,6 @@ class EndpointUser(FastHttpUser):
             return
         due = OPEN_LOOP.next_send_time(self.environment, settings)
         with OPEN_LOOP.slot(self.environment, settings):
-            # The run may have ended while this user waited for an arrival or a slot: the stop timeout
-            # is there to finish requests in flight, not to send new ones.
-            if self._state == LOCUST_STATE_STOPPING:
-                raise StopUser()
             self.measure(req, due=due)
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:
