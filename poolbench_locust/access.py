@@ -89,8 +89,13 @@ def _once(kind: str, host: str, message: str, *args: Any) -> None:
 def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
     """The Access of a run against `host`; OptionError when the key must not go there."""
     bundle = getattr(options, "ca_bundle", None) or None
-    if bundle is not None and not os.path.isfile(bundle):
-        raise OptionError("--ca-bundle", f"no such file: {bundle}")
+    if bundle is not None:
+        if not os.path.isfile(bundle):
+            raise OptionError("--ca-bundle", f"no such file: {bundle}")
+        try:
+            _bundle_context(bundle)  # at start: a file that is not PEM certificates would fail every user
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            raise OptionError("--ca-bundle", f"{bundle} holds no usable CA certificates: {e}") from None
     verify = bool(getattr(options, "tls_verify", False)) or bundle is not None
     parts = urlsplit(host or "")
     shown = f"{parts.scheme}://{parts.hostname}" if parts.hostname else "the host"

@@ -508,6 +508,9 @@ def test_tls_verification(certs, cert, args, expected):
         assert message == ""
 
 
-def test_a_missing_ca_bundle_stops_at_start():
+def test_a_missing_or_unusable_ca_bundle_stops_at_start(tmp_path):
     with pytest.raises(OptionError, match=r"^--ca-bundle: no such file: /nonexistent.pem$"):
         plan_for(pb.EmbeddingsUser, options("--ca-bundle", "/nonexistent.pem"))
+    (junk := tmp_path / "junk.pem").write_text("not a certificate\n")
+    with pytest.raises(OptionError, match=r"^--ca-bundle: .*junk.pem holds no usable CA certificates"):
+        plan_for(pb.EmbeddingsUser, options("--ca-bundle", str(junk)))
