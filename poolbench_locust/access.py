@@ -60,6 +60,8 @@ class Access:
     """The key to send to one host, and how its certificate is checked."""
 
     api_key: str | None = field(default=None, repr=False)
+    host_password: str | None = field(default=None, repr=False)
+    """The password of a `user:password@` in --host: a secret like the key."""
     tls_verify: bool = False
     ca_bundle: str | None = None
 
@@ -116,4 +118,4 @@ def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
             f"refusing to send the API key over plain http to {parts.hostname} (not loopback): "
             "use https://, or give --api-key-over-http",
         )
-    return Access(api_key=api_key or None, tls_verify=verify, ca_bundle=bundle)
+    return Access(api_key=api_key or None, host_password=parts.password, tls_verify=verify, ca_bundle=bundle)

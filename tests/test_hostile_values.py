@@ -293,6 +293,16 @@ def test_a_server_that_echoes_the_api_key_never_shows_it():
     assert errors and SECRET not in repr(errors)
 
 
+def test_a_server_that_echoes_the_password_of_the_host_url_never_shows_it():
+    server = HostileServer(serve_requests(lambda *_: error(401, "wrong password pw-HOST-secret-42 for user")))
+    try:
+        host = server.url.replace("http://", "http://user:pw-HOST-secret-42@")
+        event = Run(pb.EmbeddingsUser, host, *BATCH).one()
+    finally:
+        server.close()
+    assert failure_text(event) == "HTTP 401: wrong password *** for user"
+
+
 def test_unique_60_kb_error_messages_keep_the_failures_table_and_memory_bounded(tmp_path):
     requests = 400
     answer: Answer = lambda _h, _b, n: error(500, f"failure {n:06d} " + "x" * 60_000)  # noqa: E731

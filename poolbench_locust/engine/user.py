@@ -80,7 +80,7 @@ class Plan:
     @property
     def secrets(self) -> tuple[str | None, ...]:
         """What no message, log line or report may show."""
-        return (self.access.api_key,)
+        return (self.access.api_key, self.access.host_password)
 
 
 def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
