@@ -8,7 +8,6 @@ parses every value again with the same parsers argparse uses: one rule per optio
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -192,7 +191,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--sweep-rates", _rates, None, "Sweep: open-loop request rates, one step each (e.g. 10,20,40)."),
     Option("--sweep-users", _counts, None, "Sweep: concurrency levels (users), one step each (e.g. 8,16,32)."),
     Option("--sweep-step-time", positive, 30.0, "Seconds per sweep step."),
-    Option("--api-key", str, None, "Sent as 'Authorization: Bearer'. Falls back to $OPENAI_API_KEY.", secret=True),
+    Option(
+        "--api-key",
+        str,
+        None,
+        "Sent as 'Authorization: Bearer' ($OPENAI_API_KEY only with --api-key-from-env).",
+        secret=True,
+    ),
     Option("--request-timeout", seconds, 60.0, "Whole-request deadline in seconds, headers and body together."),
     Option("--endpoint-path", _path, None, "Override the route of the User class (e.g. /v2/rerank)."),
 )
@@ -290,7 +295,6 @@ class Settings:
                 except argparse.ArgumentTypeError as e:
                     raise OptionError(opt.flag, str(e)) from None
             values[opt.dest] = raw
-        values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY") or None
         values["validate"] = not bool(getattr(options, "no_validate", False))
         values["check_vectors"] = bool(getattr(options, "check_vectors", False))
         values["count_tokens_with_server"] = bool(getattr(options, "count_tokens_with_server", False))

@@ -20,8 +20,14 @@ CANNOT_SEND = {
 def _bare_list(doc: Any) -> Answer:
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    first = doc[0] if doc and isinstance(doc[0], list) else None
-    return Answer(len(doc), None, first)
+    return Answer(len(doc), None)
+
+
+def _bare_vectors(doc: Any) -> Answer:
+    """/embed answers a bare list of embeddings."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    return Answer(len(doc), None, doc)
 
 
 TEI_EMBED = Endpoint(
@@ -29,7 +35,7 @@ TEI_EMBED = Endpoint(
     shape="texts",
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
-    answer=_bare_list,
+    answer=_bare_vectors,
     usage_required=False,
     cannot_send=CANNOT_SEND,
 )

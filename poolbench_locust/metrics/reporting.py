@@ -23,6 +23,7 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.report import HEADER, rows
+from poolbench_locust.metrics.shipping import Inbox, Outbox
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -139,7 +140,7 @@ class _HistoryCsv:
         self._file.close()
 
 
-def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats: PoolingStats) -> None:
+def _final_reports_on_stop(environment: Environment, runner: MasterRunner, inbox: Inbox) -> None:
     """Make every worker stop its users and send its last figures before the master stops counting.
 
     Locust's master waits only 0.5 s for the workers' last reports after it tells them to quit, and a
@@ -150,7 +151,7 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
     arrived: set[str] = set()
 
     def on_final(msg: Any, **_: Any) -> None:
-        stats.merge_report(msg.data)
+        inbox.merge(msg.node_id, msg.data)
         arrived.add(msg.node_id)
 
     runner.register_message(FINAL_MESSAGE, on_final)
@@ -167,10 +168,10 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
             logger.warning("No final pooling report from %d worker(s): %s", len(missing), ", ".join(sorted(missing)))
 
 
-def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats) -> None:
+def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats, outbox: Outbox) -> None:
     def on_stop(**_: Any) -> None:
         runner.stop()  # users finish their request (--stop-timeout) and fire its event first
-        runner.send_message(FINAL_MESSAGE, stats.take_report())
+        runner.send_message(FINAL_MESSAGE, outbox.report(stats))
 
     runner.register_message(STOP_MESSAGE, on_stop)
 
@@ -182,21 +183,23 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     environment.events.reset_stats.add_listener(stats.reset)
     environment.events.reset_stats.add_listener(history_of(environment).clear)
     if isinstance(runner, WorkerRunner):
+        outbox = Outbox()
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data[REPORT_KEY] = stats.take_report()
+            data[REPORT_KEY] = outbox.report(stats)
 
-        _send_final_report_on_request(runner, stats)
+        _send_final_report_on_request(runner, stats, outbox)
         return
     if isinstance(runner, MasterRunner):
+        inbox = Inbox(environment, stats)
 
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
-                stats.merge_report(data[REPORT_KEY])
+                inbox.merge(client_id, data[REPORT_KEY])
 
-        _final_reports_on_stop(environment, runner, stats)
+        _final_reports_on_stop(environment, runner, inbox)
 
     if web_ui is not None:
         _install_web_ui(environment, stats)

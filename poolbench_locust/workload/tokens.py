@@ -9,6 +9,7 @@ from typing import Protocol
 
 import orjson
 
+from poolbench_locust.endpoints.spec import AnswerError, token_count
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import count_words
 
@@ -55,12 +56,12 @@ class TokenizeRoute:
 
     source = "client-tokenize"
 
-    def __init__(self, host: str, settings: Settings) -> None:
+    def __init__(self, host: str, settings: Settings, api_key: str | None) -> None:
         self._url = host.rstrip("/") + "/tokenize"
         self._model = settings.model
         self._headers = {"Content-Type": "application/json"}
-        if settings.api_key:
-            self._headers["Authorization"] = f"Bearer {settings.api_key}"
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = settings.request_timeout
         self._counts: dict[str, int] = {}
 
@@ -71,20 +72,23 @@ class TokenizeRoute:
         request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                count = orjson.loads(response.read())["count"]
+                # A count that is not plausible would reach every request's stats, and the workers' reports.
+                count = token_count(orjson.loads(response.read())["count"], "count")
+            if count is None:
+                raise KeyError("count")
         except urllib.error.HTTPError as e:
             raise OptionError("--count-tokens-with-server", f"{self._url} answered HTTP {e.code}") from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AnswerError) as e:
             raise OptionError("--count-tokens-with-server", f"{self._url} gave no token count: {e}") from None
-        self._counts[text] = int(count)
+        self._counts[text] = count
         return self._counts[text]
 
 
-def counter_for(settings: Settings, host: str | None) -> TokenCounter:
+def counter_for(settings: Settings, host: str | None, api_key: str | None = None) -> TokenCounter:
     if settings.tokenizer:
         return TokenizerFile(settings.tokenizer)
     if settings.count_tokens_with_server:
         if not host:
             raise OptionError("--count-tokens-with-server", "needs --host")
-        return TokenizeRoute(host, settings)
+        return TokenizeRoute(host, settings, api_key)
     return WordEstimate()
