@@ -39,7 +39,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--dimensions", "Dimensions"),
             ("--endpoint-path", "Route"),
             ("--api-key", "API key"),
-            ("--api-key-from-env", "API key from $OPENAI_API_KEY"),
+            ("--api-key-from-env", "API key from the environment"),
             ("--api-key-over-http", "Allow the key over plain http"),
             ("--tls-verify", "Verify TLS certificates"),
             ("--ca-bundle", "CA bundle file"),
