@@ -81,6 +81,11 @@ class Exchange:
         self.retried = False
         self._attempt()
 
+    def end(self) -> None:
+        """The request is over: nothing sent on this client afterwards may inherit its deadline."""
+        self.deadline = None
+        self.expires_at = float("inf")
+
     def _attempt(self) -> None:
         self.sent_at = perf_counter()
         self.connected = False

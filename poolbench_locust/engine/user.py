@@ -275,6 +275,7 @@ class EndpointUser(FastHttpUser):
                     resp.failure(failure)
         finally:
             deadline.close()
+            exchange.end()
             if warming:
                 self.client.request_event = self.environment.events.request
 
