@@ -67,6 +67,21 @@ def fast_binary(sock: socket.socket, conn: int) -> None:
     _stream(sock, BLOCK)
 
 
+def fast_gzip_binary(sock: socket.socket, conn: int) -> None:
+    """An endless gzip'd binary body of zeros (1,000 times its size once inflated), as fast as the
+    client reads: the client's inflating is slower than the sending, so its reads never wait."""
+    if conn:
+        return valid_answers(sock)
+    read_request(sock)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    # After a full flush the packer starts afresh, so every MiB of zeros packs to the same bytes.
+    start = packer.compress(b"") + packer.flush(zlib.Z_FULL_FLUSH)
+    block = packer.compress(bytes(1 << 20)) + packer.flush(zlib.Z_FULL_FLUSH)
+    headers = [("Content-Encoding", "gzip")]
+    sock.sendall(response(200, start, headers, "application/octet-stream", content_length=STREAM_LIMIT))
+    _stream(sock, block * 64)
+
+
 def gzip_of_zeros(size: int) -> bytes:
     """A gzip stream that inflates to `size` zero bytes: about a thousandth of that on the wire."""
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -75,3 +90,10 @@ def gzip_of_zeros(size: int) -> bytes:
     parts.append(packer.compress(bytes(size & ((1 << 20) - 1))))
     parts.append(packer.flush())
     return b"".join(parts)
+
+
+def close_after_answer(sock: socket.socket, _conn: int) -> None:
+    """A valid answer, then the connection closed at once, without `Connection: close`: what any server
+    may do to an idle keep-alive connection (uvicorn after 5 s)."""
+    if read_request(sock) is not None:
+        sock.sendall(response(200, VALID_EMBEDDING))

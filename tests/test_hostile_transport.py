@@ -214,6 +214,18 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"
 
 
+def test_a_server_closing_every_connection_after_its_answer_causes_no_failure():
+    """The issue's case: no `Connection: close`, just the close, racing the client's next request."""
+    stats = PoolingStats()
+    with process_server("close_after_answer") as url:
+        run = Run(EmbeddingsUser, url, *ONE_INPUT)
+        run.env.events.request.add_listener(stats.on_request)
+        for _ in range(200):
+            run.one()
+    assert [failure_text(e) for e in run.events if e["exception"] is not None] == []
+    assert stats.total.retries == sum(1 for e in run.events if e["context"].get("retried"))
+
+
 def test_no_resend_once_a_response_byte_came():
     def handler(sock: socket.socket, _conn: int) -> None:
         read_request(sock)
@@ -372,6 +384,17 @@ def test_the_deadline_holds_when_the_body_arrives_as_fast_as_it_can():
         assert event["response_length"] > 1_000_000, "what arrived is reported"
         run.user.plan = Run(EmbeddingsUser, url, *ONE_INPUT).user.plan  # the next one asks for JSON
         assert_next_succeeds(run)
+
+
+def test_the_deadline_holds_when_inflating_cannot_keep_up_with_the_sender():
+    with process_server("fast_gzip_binary") as url, peak_rss_growth() as rss:
+        run = Run(EmbeddingsUser, url, *ONE_INPUT, "--encoding-format", "bytes_only")
+        event, took = timed(run)
+        assert failure_text(event) == "timeout: the body did not end within --request-timeout"
+        assert took < TIMEOUT_S + SLACK_S, f"{took:.2f} s on a {TIMEOUT_S} s timeout"
+        run.user.plan = Run(EmbeddingsUser, url, *ONE_INPUT).user.plan
+        assert_next_succeeds(run)
+    assert rss["mb"] < 40, rss
 
 
 # 18.6: messages that say what happened
