@@ -24,6 +24,7 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
+from poolbench_locust.metrics import report
 from poolbench_locust.metrics.collector import PoolingStats
 from tests.harness import Run, failure_text
 from tests.hostile import LISTENING, HostileServer, read_request, response, serve_requests
@@ -112,14 +113,20 @@ def test_headers_streamed_forever_fail_at_the_header_bound():
     assert rss["mb"] < 40, rss
 
 
-def test_headers_trickling_forever_fail_at_the_deadline():
-    def trickle(sock: socket.socket) -> None:
-        sock.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+def trickling(head: bytes) -> Callable[[socket.socket], None]:
+    """Send `head`, then a byte every 20 ms for 4 s: each read waits, and the request never ends."""
+
+    def send(sock: socket.socket) -> None:
+        sock.sendall(head)
         for _ in range(200):
             sock.sendall(b"a")
             gevent.sleep(0.02)
 
-    with HostileServer(then_valid(trickle)) as server:
+    return send
+
+
+def test_headers_trickling_forever_fail_at_the_deadline():
+    with HostileServer(then_valid(trickling(b"HTTP/1.1 200 OK\r\nX-Slow: "))) as server:
         run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
         event, took = timed(run)
         assert failure_text(event) == "timeout: no response headers within --request-timeout"
@@ -128,11 +135,18 @@ def test_headers_trickling_forever_fail_at_the_deadline():
         assert_next_succeeds(run)
 
 
-def test_a_large_header_under_the_bound_is_read():
-    metadata_like = "x" * 60_000  # vLLM's `metadata` header of a large bytes batch is this large
-
-    with HostileServer(serve_requests(lambda *_: response(200, VALID_EMBEDDING, [("X-Big", metadata_like)]))) as s:
-        assert Run(EmbeddingsUser, s.url, *ONE_INPUT).one()["exception"] is None
+@pytest.mark.parametrize(
+    ("size", "args", "expected"),
+    [
+        (60_000, (), ""),  # vLLM's `metadata` header of a large bytes batch is this large
+        (100_000, (), "response headers larger than --max-header-kb (64 KiB)"),
+        (100_000, ("--max-header-kb", "128"), ""),
+    ],
+)
+def test_max_header_kb_bounds_the_head(size, args, expected):
+    answer = response(200, VALID_EMBEDDING, [("X-Big", "x" * size)])
+    with HostileServer(serve_requests(lambda *_: answer)) as server:
+        assert failure_text(Run(EmbeddingsUser, server.url, *ONE_INPUT, *args).one()) == expected
 
 
 # 11.2: unbounded buffering
@@ -209,6 +223,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     assert [failure_text(e) for e in run.events] == [""] * 20
     assert server.connections == 20, "each resend on a fresh connection"
     assert stats.total.retries == 19 and stats.total.requests == 20
+    assert report.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
     resent = [e for e in run.events if e["context"].get("retried")]
     assert len(resent) == 19
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"
@@ -410,13 +425,8 @@ def test_a_503_with_an_undecodable_body_is_reported_as_a_503():
 
 
 def test_a_503_whose_body_trickles_past_the_deadline_is_reported_as_a_503():
-    def trickle(sock: socket.socket) -> None:
-        sock.sendall(response(503, b"", content_type="text/plain", content_length=1000))
-        for _ in range(200):
-            sock.sendall(b"x")
-            gevent.sleep(0.02)
-
-    with HostileServer(then_valid(trickle)) as server:
+    head = response(503, b"", content_type="text/plain", content_length=1000)
+    with HostileServer(then_valid(trickling(head))) as server:
         run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
         event, took = timed(run)
         assert failure_text(event) == "HTTP 503: timeout: the body did not end within --request-timeout"
