@@ -48,11 +48,11 @@ _PLAIN_HTTP_REASONS = frozenset(
 
 
 class HeadersTooLarge(HTTPParseError):
-    pass
+    """The response head outgrew --max-header-kb."""
 
 
 class ProtocolError(HTTPParseError):
-    pass
+    """The server broke HTTP/1.1's framing in a way the parser accepts: its connection is not reusable."""
 
 
 SECOND_RESPONSE = (
