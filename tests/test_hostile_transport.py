@@ -24,9 +24,11 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
+from poolbench_locust.engine.user import plan_for
 from poolbench_locust.metrics import report
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.harness import Run, failure_text
+from poolbench_locust.options import OptionError
+from tests.harness import Run, failure_text, options
 from tests.hostile import LISTENING, HostileServer, read_request, response, serve_requests
 from tests.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
 
@@ -195,6 +197,10 @@ def test_an_error_body_is_bounded_by_its_inflated_size():
 def test_max_body_mb_must_be_a_whole_number_of_at_least_one():
     with pytest.raises(SystemExit):
         Run(EmbeddingsUser, "http://127.0.0.1:9", "--max-body-mb", "0")
+    typed_into_the_web_ui = options()
+    typed_into_the_web_ui.max_body_mb = "0"
+    with pytest.raises(OptionError, match=r"^--max-body-mb: must be a whole number >= 1, got 0$"):
+        plan_for(EmbeddingsUser, typed_into_the_web_ui)
 
 
 # 11.4: stale keep-alive connections
