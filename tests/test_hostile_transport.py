@@ -165,6 +165,29 @@ def test_an_endless_chunked_json_body_stops_at_max_body_mb():
     assert rss["mb"] < 16 * 3 + 30, rss
 
 
+def test_a_json_body_declared_larger_than_max_body_mb_fails_before_it_is_read():
+    def declare(sock: socket.socket) -> None:
+        sock.sendall(response(200, b"[", content_length=20_000_000))
+        gevent.sleep(TIMEOUT_S + 1)
+
+    with HostileServer(then_valid(declare)) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT, "--max-body-mb", "16")
+        event, took = timed(run)
+        assert failure_text(event) == "JSON body larger than --max-body-mb (16 MB)"
+        assert took < TIMEOUT_S / 2, "no need to wait for a body that will not be kept"
+        assert_next_succeeds(run)
+
+
+def test_a_custom_request_after_a_measured_one_inherits_no_deadline():
+    with HostileServer(serve_requests(lambda *_: response(200, VALID_EMBEDDING))) as server:
+        run = Run(EmbeddingsUser, server.url, "--batch-size", "1", "--request-timeout", "0.2")
+        assert run.one()["exception"] is None
+        gevent.sleep(0.3)  # the measured request's deadline is long past
+        with run.user.client.get("/", catch_response=True) as resp:
+            assert resp.status_code == 200
+            resp.success()
+
+
 BOMB = gzip_of_zeros(1 << 30)
 """1 GiB of zeros in about 1 MB of gzip."""
 
