@@ -229,8 +229,11 @@ def register(parser: Any, title: str, options: tuple[Option, ...], flags: tuple[
     group = parser.add_argument_group(title)
     for opt in options:
         checked = _checked_text(opt.parse) if opt.parse is not None else None
+        # A default kept as text too: the web UI's /swarm casts a typed value to the type of the
+        # current one, and int("1:16") for --batch-size was an HTTP 500 instead of a run.
+        default = str(opt.default) if opt.default is not None and opt.parse is not None else opt.default
         action = group.add_argument(
-            opt.flag, type=checked, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
+            opt.flag, type=checked, default=default, env_var=opt.env_var, help=opt.help, choices=opt.choices
         )
         _show_in_web_ui(action, opt.secret)
     for flag, help_text in flags:
@@ -301,6 +304,10 @@ class Settings:
             raise OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
         if values["sweep_rates"] and values["request_rate"]:
             raise OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
+        if values["encoding_format"] == "float":  # JSON numbers have no dtype or byte order to ask for
+            for flag, default in (("--embed-dtype", "float32"), ("--endianness", "native")):
+                if values[flag[2:].replace("-", "_")] != default:
+                    raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
         if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
             raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
         return cls(**values)

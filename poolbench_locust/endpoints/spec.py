@@ -7,7 +7,7 @@ knows nothing about timing or Locust. Adding a server is adding a few `Endpoint`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from poolbench_locust.options import Settings
@@ -54,6 +54,20 @@ class Endpoint:
     """A JSON answer without a token count is a failure (vLLM always sends usage)."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
+    cannot_send: Mapping[str, str] = field(default_factory=dict)
+    """Options this route cannot honour, flag -> why: given a value other than its default, one
+    stops the run at start, instead of a run that measures something else than was asked."""
+
+    def refused_option(self, settings: Settings) -> tuple[str, str] | None:
+        """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
+        for flag, why in self.cannot_send.items():
+            dest = flag.lstrip("-").replace("-", "_")
+            if getattr(settings, dest) != _SETTINGS_DEFAULTS[dest]:
+                return flag, why
+        return None
+
+
+_SETTINGS_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
 def model_field(settings: Settings) -> dict[str, str]:

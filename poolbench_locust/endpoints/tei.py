@@ -10,6 +10,12 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import Answer, AnswerError, Endpoint, dimensions_field
 
+CANNOT_SEND = {
+    "--model": "TEI's request has no model: it serves the one it was started with; leave --model out",
+    # TEI's /tokenize takes {"inputs"} and answers token lists, not vLLM's {"prompt"} -> {"count"}.
+    "--count-tokens-with-server": "TEI's /tokenize is not vLLM's; count with --tokenizer instead",
+}
+
 
 def _bare_list(doc: Any) -> Answer:
     if not isinstance(doc, list):
@@ -25,6 +31,7 @@ TEI_EMBED = Endpoint(
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
     answer=_bare_list,
     usage_required=False,
+    cannot_send=CANNOT_SEND,
 )
 
 TEI_RERANK = Endpoint(
@@ -34,4 +41,5 @@ TEI_RERANK = Endpoint(
     body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
     answer=_bare_list,
     usage_required=False,
+    cannot_send=CANNOT_SEND,
 )

@@ -35,10 +35,11 @@ from poolbench_locust.wire import (
     TEI_TIMING_HEADERS,
     TEI_TOKENS_HEADER,
 )
-from poolbench_locust.workload import PreparedRequest, arrival, request_pool
+from poolbench_locust.workload import PreparedRequest, request_pool
 from poolbench_locust.workload.arrival import OPEN_LOOP
 from poolbench_locust.workload.datasets import dataset_for
 from poolbench_locust.workload.tokens import counter_for
+from poolbench_locust.workload.warmup import WARMUP
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,11 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
             "--encoding-format",
             f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
         )
+    if (refused := endpoint.refused_option(settings)) is not None:
+        flag, why = refused
+        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
+        given = flag if value is True else f"{flag} {value}"
+        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
 _plans: dict[tuple[type, Settings, Limits], Plan] = {}
@@ -232,7 +238,7 @@ class EndpointUser(FastHttpUser):
         exchange.begin(deadline, plan.settings.request_timeout)
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = plan.settings.warmup > 0 and start - arrival.test_started_at < plan.settings.warmup
+        warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
         if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
             self.client.request_event = _UNCOUNTED
         try:
