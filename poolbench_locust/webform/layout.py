@@ -40,6 +40,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--endpoint-path", "Route"),
             ("--api-key", "API key"),
             ("--request-timeout", "Request timeout, s"),
+            ("--max-body-mb", "Largest JSON answer kept, MB"),
+            ("--max-header-kb", "Largest response head, KiB"),
             ("--no-validate", "Do not check the answers"),
             ("--check-vectors", "Check the vectors"),
         ),
