@@ -251,6 +251,20 @@ def add_arguments(parser: Any) -> None:
     register(parser, "poolbench-locust", OPTIONS, FLAGS)
 
 
+def parsed(options: argparse.Namespace | None, opt: Option) -> Any:
+    """One option's value from Locust's options (command line, env, or a web UI string), parsed again;
+    OptionError on a bad value."""
+    raw = getattr(options, opt.dest, opt.default) if options is not None else opt.default
+    if raw == "" and opt.default is None:
+        raw = None
+    if raw is not None and opt.parse is not None:
+        try:
+            raw = opt.parse(str(raw))
+        except argparse.ArgumentTypeError as e:
+            raise OptionError(opt.flag, str(e)) from None
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """The options one User class runs with, parsed and checked once."""
@@ -284,17 +298,7 @@ class Settings:
     @classmethod
     def from_options(cls, options: argparse.Namespace | None) -> Settings:
         """Parse Locust's options (command line, env, or web UI strings); raise OptionError on a bad value."""
-        values: dict[str, Any] = {}
-        for opt in OPTIONS:
-            raw = getattr(options, opt.dest, opt.default) if options is not None else opt.default
-            if raw == "" and opt.default is None:
-                raw = None
-            if raw is not None and opt.parse is not None:
-                try:
-                    raw = opt.parse(str(raw))
-                except argparse.ArgumentTypeError as e:
-                    raise OptionError(opt.flag, str(e)) from None
-            values[opt.dest] = raw
+        values: dict[str, Any] = {opt.dest: parsed(options, opt) for opt in OPTIONS}
         values["validate"] = not bool(getattr(options, "no_validate", False))
         values["check_vectors"] = bool(getattr(options, "check_vectors", False))
         values["count_tokens_with_server"] = bool(getattr(options, "count_tokens_with_server", False))

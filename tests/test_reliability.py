@@ -142,6 +142,8 @@ MATRIX: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
     # A reset and a close before the headers, side by side: their messages must differ.
     "before-headers": (("EmbeddingsUser", "RerankUser"), "float", ("reset-before-headers", "close-before-headers")),
 }
+RESENT_FAULTS = frozenset({"reset-before-headers", "close-before-headers"})
+"""Faults that, on a reused connection, are resent once instead of failing (a stale keep-alive connection)."""
 MATRIX_USERS = 12
 MATRIX_SECONDS = 5
 MATRIX_MIN_REQUESTS = 1000
@@ -178,27 +180,37 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     assert result.returncode == 0, result.stderr[-3000:]
     served = mock.stats()
 
-    # Failures: one per injected fault, each with its fault's message.
+    # Failures: one per injected fault, each with its fault's message; except that a close or reset before
+    # the headers on a reused connection is what a stale keep-alive connection looks like, so that request
+    # is resent once on a fresh connection (engine/transport.py) and counted in Retries, not as a failure.
+    pooling = assert_pooling_csv_matches(prefix, served)  # tokens and sequences of the successes, exactly
+    assert set(pooling) - {"Aggregated"} == set(served["routes"])
+    retries = int(pooling["Aggregated"]["Retries"])
+    resendable = RESENT_FAULTS.intersection(faults)
+    injected = {f: served["faults"].get(f, 0) for f in faults}
     counted = dict.fromkeys(faults, 0)
     for row in csv_rows_all(Path(f"{prefix}_failures.csv")):
         counted[fault_of(row["Error"], faults)] += int(row["Occurrences"])
-    assert counted == {f: served["faults"].get(f, 0) for f in faults}, (counted, served["faults"])
-    assert all(counted.values()), f"every fault of the run was injected: {counted}"
+    assert {f: n for f, n in counted.items() if f not in resendable} == {
+        f: n for f, n in injected.items() if f not in resendable
+    }, (counted, injected)
+    assert sum(counted[f] for f in resendable) + retries == sum(injected[f] for f in resendable), (counted, retries)
+    assert all(injected.values()), f"every fault of the run was injected: {injected}"
 
-    # Successes are the rest, and no request is counted twice (or lost): Locust saw what the mock served.
+    # Successes are the rest, and no request is counted twice (or lost): Locust saw what the mock served,
+    # less the stale attempts it resent.
     total = csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]
     requests_, failures = int(total["Request Count"]), int(total["Failure Count"])
     assert requests_ >= MATRIX_MIN_REQUESTS, requests_
-    assert requests_ == served["requests"]
-    assert failures == sum(served["faults"].values()) and requests_ - failures == served["ok"]
-    pooling = assert_pooling_csv_matches(prefix, served)  # tokens and sequences of the successes, exactly
-    assert set(pooling) - {"Aggregated"} == set(served["routes"])
+    assert requests_ + retries == served["requests"]
+    assert failures + retries == sum(served["faults"].values()) and requests_ - failures == served["ok"]
     assert Path(f"{prefix}_exceptions.csv").read_text().count("\n") <= 1, "no client error behind a failure"
 
     # Every user went on after its failures, to the end of the run.
     per_user = json.loads(track.read_text())
     assert len(per_user) == MATRIX_USERS
-    assert all(u["failures"] and u["after"] for u in per_user), per_user
+    assert all(u["after"] for u in per_user if u["failures"]), per_user
+    assert resendable or all(u["failures"] for u in per_user), per_user  # resent faults may spare a user
 
     # The run ends on time: -t after the users started, then at most the deadline of the last request.
     stop = log_time(result.stderr, "--run-time limit reached")

@@ -8,6 +8,7 @@ text is stable (no byte counts that vary per request), so Locust's failures tabl
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
@@ -15,10 +16,15 @@ from typing import Any
 import gevent
 from geventhttpclient.response import HTTPParseError
 
+from poolbench_locust.engine.limits import MB
+from poolbench_locust.engine.transport import Exchange, ProtocolError
+
 CHUNK = 64 * 1024
 """Bytes asked of each read: one loopback segment. Larger chunks cost more, not less: at 256 KiB the
 buffers of every read made glibc give memory back and take it again (a brk and page faults per read),
 and 50 users streaming 64 MB bodies grew by 31 MB instead of 9 (bench/memory.py, issue 6)."""
+YIELD_EVERY = 16
+"""Chunks read, or inflated, between two checks of the deadline and yields to the hub: 1 MiB."""
 
 
 class BadResponse(Exception):
@@ -43,15 +49,22 @@ class Body:
     """perf_counter() when the last byte had been read: where the request's clock stops, before any check."""
 
 
+_GZIP = frozenset({"gzip", "x-gzip"})
+
+
 def _decoder(resp: Any) -> Any:
-    encoding = (resp.headers.get("content-encoding") or "identity").lower()
-    if encoding == "identity":
+    """The inflater of the body's Content-Encoding, or None. The header is a list of codings in the order
+    applied (RFC 9110 8.4), spaces allowed around each, `identity` meaning none; it may come twice."""
+    raw = resp.headers.get("content-encoding") or ""
+    text = ",".join(raw) if isinstance(raw, list) else str(raw)
+    codings = [c for c in (part.strip().lower() for part in text.split(",")) if c and c != "identity"]
+    if not codings:
         return None
-    if encoding == "gzip":
+    if len(codings) == 1 and codings[0] in _GZIP:
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
+    if codings == ["deflate"]:
         return zlib.decompressobj()
-    raise BadResponse(f"unsupported Content-Encoding {encoding!r}")
+    raise BadResponse(f"unsupported Content-Encoding {text.strip()[:40]!r}")
 
 
 def _truncated(resp: Any) -> str:
@@ -60,71 +73,107 @@ def _truncated(resp: Any) -> str:
     return "body truncated: connection closed in the middle of the chunked body"
 
 
-def read_body(
-    resp: Any, *, keep: bool, head: int = 0, limit: int | None = None, deadline: gevent.Timeout | None = None
-) -> Body:
-    """Read the body of a streamed FastResponse to its end (or to `limit` bytes, then drop the connection).
+def _declared_length(resp: Any) -> int | None:
+    try:
+        return resp._response.content_length
+    except (AttributeError, ValueError):
+        return None
 
-    `deadline` is the request's own timer: when it fires mid-body, that is a timeout of this request.
+
+def too_large(max_kept: int, inflated: bool) -> str:
+    return f"JSON body larger than --max-body-mb ({max_kept // MB} MB){' once inflated' if inflated else ''}"
+
+
+def read_body(
+    resp: Any,
+    exchange: Exchange,
+    *,
+    keep: bool,
+    head: int = 0,
+    limit: int | None = None,
+    max_kept: int | None = None,
+) -> Body:
+    """Read the body of a streamed FastResponse to its end, then stop the clock.
+
+    A kept body larger than `max_kept` (after inflating) fails; with `limit`, reading stops after that
+    many bytes (after inflating) and the connection is dropped: enough of an error page for its message.
+    `exchange` is the request's, whose deadline ends the read however fast the bytes come.
     """
-    decoder = _decoder(resp)
+    raw = resp._response
     parts: list[bytes] = []
     first = b""
-    wire = size = 0
+    size = 0
     read = resp.read
+    decoder = None
     try:
-        if keep and decoder is None and limit is None and not head:
-            # A JSON body to parse whole: one read() to the end, into geventhttpclient's own buffer,
-            # saves a copy per chunk and the join (about a third of the reading cost of 700 kB).
+        decoder = _decoder(resp)
+        declared = _declared_length(resp)
+        if keep and max_kept is not None and declared is not None and decoder is None and declared > max_kept:
+            raise BadResponse(too_large(max_kept, False))
+        if keep and decoder is None and limit is None and not head and declared is not None:
+            # A JSON body of a known, bounded length, to parse whole: one read() to the end, into
+            # geventhttpclient's own buffer, saves a copy per chunk and the join (a third of the cost of 700 kB).
             data = read()
-            return Body(len(data), len(data), data, b"", perf_counter())
-        while True:
-            chunk = read(CHUNK)
-            if not chunk:
-                break
-            wire += len(chunk)
-            pieces = (chunk,) if decoder is None else _inflate(decoder, chunk)
-            for piece in pieces:
+            return Body(raw.body_bytes, len(data), data, b"", perf_counter())
+        reads = 0
+        full = False
+        while not full and (chunk := read(CHUNK)):
+            reads += 1
+            if reads % YIELD_EVERY == 0:  # a fast sender never lets a recv block: let the other users run
+                exchange.check_deadline()
+                gevent.idle()
+            for piece in (chunk,) if decoder is None else _inflate(decoder, chunk, exchange):
                 size += len(piece)
                 if keep:
+                    if max_kept is not None and size > max_kept:
+                        raise BadResponse(too_large(max_kept, decoder is not None))
                     parts.append(piece)
                 if len(first) < head:
                     first += piece[: head - len(first)]
-            if limit is not None and wire >= limit:
-                resp.release()  # the rest is not read, so the connection cannot be reused
-                break
-        if decoder is not None and not decoder.eof and limit is None:
-            raise BadResponse("corrupt compressed body: the gzip/deflate stream ends early", wire)
+                if limit is not None and size >= limit:
+                    full = True
+                    break
+        if full:
+            resp.release()  # the rest is not read, so the connection cannot be reused
+        elif decoder is not None and not decoder.eof:
+            raise BadResponse("corrupt compressed body: the gzip/deflate stream ends early")
     except BadResponse as e:  # a body left half-read must not go back to the connection pool
         resp.release()
-        e.received = wire
+        e.received = raw.body_bytes
         raise
     except gevent.Timeout as e:
-        if e is not deadline:
+        if e is not exchange.deadline:
             raise
-        raise BadResponse("timeout: the body did not end within --request-timeout", wire) from None
+        raise BadResponse("timeout: the body did not end within --request-timeout", raw.body_bytes) from None
+    except ProtocolError as e:
+        raise BadResponse(str(e), raw.body_bytes) from None
     except HTTPParseError as e:
         message = _truncated(resp) if "ncomplete" in str(e) else f"invalid HTTP body: {e}"
-        raise BadResponse(message, wire) from None
+        raise BadResponse(message, raw.body_bytes) from None
     except ConnectionResetError:
-        raise BadResponse("connection reset by the server in the middle of the body", wire) from None
+        raise BadResponse("connection reset by the server in the middle of the body", raw.body_bytes) from None
     except TimeoutError:
-        raise BadResponse("socket timeout in the middle of the body (--request-timeout)", wire) from None
+        raise BadResponse("socket timeout in the middle of the body (--request-timeout)", raw.body_bytes) from None
     except OSError as e:
-        raise BadResponse(f"socket error in the middle of the body: {e.strerror or e}", wire) from None
+        raise BadResponse(f"socket error in the middle of the body: {e.strerror or e}", raw.body_bytes) from None
     ended = perf_counter()
     data = (parts[0] if len(parts) == 1 else b"".join(parts)) if keep else None
-    return Body(wire, size, data, first, ended)
+    return Body(raw.body_bytes, size, data, first, ended)
 
 
-def _inflate(decoder: Any, chunk: bytes) -> list[bytes]:
-    # max_length bounds what one chunk may expand to: a compressed run of zeros must not
-    # become hundreds of megabytes in memory at once.
-    out: list[bytes] = []
-    try:
-        while chunk:
-            out.append(decoder.decompress(chunk, CHUNK))
-            chunk = decoder.unconsumed_tail
-    except zlib.error as e:
-        raise BadResponse(f"corrupt compressed body: {e}") from None
-    return out
+def _inflate(decoder: Any, chunk: bytes, exchange: Exchange) -> Iterator[bytes]:
+    """Inflate one wire chunk in steps of CHUNK bytes out, yielding to the hub between a few: one 64 KiB
+    chunk of a compressed run of zeros is 64 MB, which must neither sit in memory at once nor hold
+    the process for the time it takes to inflate."""
+    steps = 0
+    while chunk:
+        try:
+            piece = decoder.decompress(chunk, CHUNK)
+        except zlib.error as e:
+            raise BadResponse(f"corrupt compressed body: {e}") from None
+        chunk = decoder.unconsumed_tail
+        yield piece
+        steps += 1
+        if steps % YIELD_EVERY == 0:
+            exchange.check_deadline()
+            gevent.idle()

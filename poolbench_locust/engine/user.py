@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import logging
 import random
-import socket
-import ssl
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, ClassVar
 
 import gevent
 import orjson
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
-from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchemeError
 from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
@@ -30,6 +26,8 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
+from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
@@ -46,7 +44,7 @@ from poolbench_locust.workload.warmup import WARMUP
 logger = logging.getLogger(__name__)
 
 ERROR_BODY_LIMIT = 64 * 1024
-"""An error page is read up to this much for its message; past it the connection is dropped."""
+"""An error page is read up to this much (after inflating) for its message; past it the connection is dropped."""
 
 _UNCOUNTED = EventHook()
 """Where warm-up requests report: no stats, no CSV, no master listens here."""
@@ -59,7 +57,6 @@ that stays usable."""
 FOLLOWED_REDIRECTS = frozenset({307, 308})
 """The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
 whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
-MAX_REDIRECTS = 5
 
 
 @dataclass
@@ -75,6 +72,7 @@ class Plan:
     """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
     access: Access
     """The API key sent (in `headers`) and the TLS checks of the host."""
+    limits: Limits = field(default_factory=Limits)
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
 
@@ -100,7 +98,7 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
-_plans: dict[tuple[type, Settings, str | None, Access], Plan] = {}
+_plans: dict[tuple[type, Settings, str | None, Access, Limits], Plan] = {}
 
 
 def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
@@ -108,7 +106,8 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
     settings = Settings.from_options(options)
     target = host or user_class.host or getattr(options, "host", None)
     access = access_for(options, settings.api_key, target)
-    key = (user_class, settings, target, access)
+    limits = Limits.from_options(options)
+    key = (user_class, settings, target, access, limits)
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
@@ -126,42 +125,11 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
             requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
             client_token_source=counter.source,
             access=access,
+            limits=limits,
             dims=settings.dimensions,
         )
         _plans[key] = plan
     return plan
-
-
-def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
-    while getattr(error, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the cause
-        error = error.original  # type: ignore[attr-defined]
-    if error is deadline:
-        return "timeout: no response headers within --request-timeout"
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(error, socket.gaierror):
-        return f"cannot resolve host: {error.strerror}"
-    if isinstance(error, ConnectionResetError):
-        return "connection reset by the server before the response headers"
-    if isinstance(error, HTTPConnectionClosed) and isinstance(error.__context__, ConnectionResetError):
-        return "connection reset by the server before the response headers"  # geventhttpclient wraps the RST
-    if isinstance(error, HTTPConnectionClosed):
-        return "connection closed by the server before the response headers"
-    if isinstance(error, TimeoutError | gevent.Timeout):
-        return "socket timeout waiting for the response headers (--request-timeout)"
-    if isinstance(error, HTTPParseError):
-        return f"invalid HTTP response: {error}"
-    if isinstance(error, RetriesExceeded) and "Redirection limit" in str(error):
-        return f"redirected more than {MAX_REDIRECTS} times (307/308)"
-    if isinstance(error, UnsupportedRedirectSchemeError):
-        return f"redirected to a URL that is not http(s): {getattr(error, 'text', '')}"
-    if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not
-        return f"TLS error: certificate verify failed: {error.verify_message} (--tls-verify)"
-    if isinstance(error, ssl.SSLError):
-        return f"TLS error: {error.reason or error}"
-    if isinstance(error, OSError):
-        return f"connection error: {error.strerror or error}"
-    return f"{type(error).__name__}: {error}"
 
 
 def _content_type(headers: Any) -> str:
@@ -191,6 +159,12 @@ def _error_message(status: int, content_type: str, body: bytes, headers: Any) ->
     retry = headers.get("retry-after")
     suffix = f" (Retry-After: {retry})" if isinstance(retry, str) else ""
     return f"HTTP {status}: {text or 'no error message'}{suffix}"
+
+
+def _ended_cleanly(resp: Any) -> bool:
+    """Whether the answer ended where its framing said, and nothing followed: its connection may be reused."""
+    raw = getattr(resp, "_response", None)
+    return raw is not None and raw.message_complete and not raw.should_close()
 
 
 class EndpointUser(FastHttpUser):
@@ -228,9 +202,12 @@ class EndpointUser(FastHttpUser):
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
         # about a tenth of a small request's client CPU (bench/client_cost.py).
         agent.cookiejar = None
-        # geventhttpclient receives in 4 KiB blocks by default: a 700 kB JSON body took 170 recv calls.
-        # Its connections are made on first use, so the larger block applies to all of them.
-        agent.clientpool.client_args["block_size"] = CHUNK
+        # The engine's client pool (engine/transport.py): bounded heads, deadlines that hold against a fast
+        # sender, one resend on a stale keep-alive connection. geventhttpclient receives in 4 KiB blocks by
+        # default (a 700 kB JSON body took 170 recv calls); the pool's connections receive CHUNK at a time.
+        self._exchange = Exchange(self.plan.limits.max_header_bytes if self.plan else 0)
+        install(agent, self._exchange, CHUNK)
+        self._https = str(self.client.base_url or "").lower().startswith("https:")
         self._next = random.randrange(len(self.plan.requests)) if self.plan else 0
         self._body: Body | None = None
         """The body of the request in flight, once it was read to its end."""
@@ -264,6 +241,8 @@ class EndpointUser(FastHttpUser):
             raise StopUser()
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
+        exchange = self._exchange
+        exchange.begin(deadline, plan.settings.request_timeout)
         start = perf_counter()
         origin = start if due is None else min(due, start)
         warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
@@ -280,17 +259,23 @@ class EndpointUser(FastHttpUser):
                 catch_response=True,
             ) as resp:
                 context: dict[str, Any] = {"sequences": req.sequences}
+                if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
+                    start = exchange.sent_at
+                    origin = start if due is None else min(due, start)
+                    context["retried"] = True
                 self._body = None
                 try:
-                    received, failure = self._consume(plan, resp, req, deadline, start, context)
+                    received, failure = self._consume(plan, resp, req, start, context)
                 except Exception as e:  # a bug here must still be one counted failure, never a lost event
                     trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
                     logger.error(
                         "unexpected error while reading the answer: %s", messages.clean(trace, plan.secrets, 4000)
                     )
                     resp.release()
-                    received, failure = 0, f"client error: {type(e).__name__}: {e}"
+                    received, failure = exchange.body_received, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
+                if failure is not None and not _ended_cleanly(resp):
+                    exchange.drop_connection()  # whatever the server left on it must reach no other request
                 # The clock stops at the last byte; parsing and checking the answer come after it and
                 # are not the server's time (orjson takes 3 ms of a 700 kB float answer).
                 ended = self._body.ended if self._body is not None else perf_counter()
@@ -306,6 +291,7 @@ class EndpointUser(FastHttpUser):
                     resp.failure(self._failure_rows.row(messages.clean(failure, plan.secrets)))
         finally:
             deadline.close()
+            exchange.end()
             if warming:
                 self.client.request_event = self.environment.events.request
 
@@ -314,37 +300,39 @@ class EndpointUser(FastHttpUser):
         plan: Plan,
         resp: Any,
         req: PreparedRequest,
-        deadline: gevent.Timeout,
         start: float,
         context: dict[str, Any],
     ) -> tuple[int, str | None]:
         """Read the whole answer and judge it: (bytes received, failure message or None)."""
         if (error := getattr(resp, "error", None)) is not None:
-            return 0, _pre_header_failure(error, deadline)
+            return 0, failure_before_headers(error, self._exchange, self._https)
         context["ttfb_ms"] = (perf_counter() - start) * 1000
         headers = resp.headers
         try:
             status = resp.status_code
             content_type = _content_type(headers)
             if 300 <= status < 400:  # one not followed: not an answer to this request
-                body = self._read(resp, keep=False, limit=ERROR_BODY_LIMIT, deadline=deadline)
+                body = self._read(resp, keep=False, limit=ERROR_BODY_LIMIT)
                 location = headers.get("location")
                 return (
                     body.wire_bytes,
                     f"redirected to {location if isinstance(location, str) else 'nowhere'} (status {status})",
                 )
             if not 200 <= status < 300:
-                body = self._read(resp, keep=True, limit=ERROR_BODY_LIMIT, deadline=deadline)
+                try:
+                    body = self._read(resp, keep=True, limit=ERROR_BODY_LIMIT)
+                except BadResponse as e:  # the status is what went wrong; the body's trouble comes second
+                    return e.received, f"HTTP {status}: {e}"
                 return body.wire_bytes, _error_message(status, content_type, body.data or b"", headers)
             settings = plan.settings
             expected = OCTET_STREAM if settings.binary else JSON
             if content_type != expected:
-                body = self._read(resp, keep=False, deadline=deadline)
+                body = self._read(resp, keep=False)
                 return body.wire_bytes, f"wrong content type: expected {expected}, got {content_type or 'none'}"
             if settings.binary:
-                body, tokens, source = self._binary(plan, resp, req, deadline)
+                body, tokens, source = self._binary(plan, resp, req)
             else:
-                body = self._read(resp, keep=True, deadline=deadline)
+                body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
                 tokens = checks.check_json(self.endpoint, body, req, settings).prompt_tokens
                 source = "server"
             header_tokens = checks.server_headers(headers, context)
@@ -365,22 +353,22 @@ class EndpointUser(FastHttpUser):
 
     def _read(self, resp: Any, **how: Any) -> Body:
         """read_body, remembering the body read: its end time and size stand even if a check fails."""
-        self._body = read_body(resp, **how)
+        self._body = read_body(resp, self._exchange, **how)
         return self._body
 
-    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest, deadline: gevent.Timeout) -> tuple[Body, int, str]:
+    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest) -> tuple[Body, int, str]:
         settings = plan.settings
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
             try:
                 meta = checks.metadata(resp.headers)
             except BadResponse as e:  # still a whole request: its time and bytes include the body
-                raise BadResponse(str(e), self._read(resp, keep=False, deadline=deadline).wire_bytes) from None
+                raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
             head = checks.first_vector_size(meta) if settings.check_vectors else 0
-            body = self._read(resp, keep=False, head=head, deadline=deadline)
+            body = self._read(resp, keep=False, head=head)
             return body, checks.check_bytes(meta, body, req, settings), "metadata"
         # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
         head = (plan.dims * width if plan.dims else checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
-        body = self._read(resp, keep=False, head=head, deadline=deadline)
+        body = self._read(resp, keep=False, head=head)
         plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source

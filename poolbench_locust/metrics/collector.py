@@ -68,6 +68,7 @@ COUNTERS = (
     "bytes",
     "server_tokens_compared",
     "client_tokens_compared",
+    "retries",
 )
 
 
@@ -83,6 +84,8 @@ class Entry:
     server_tokens_compared: int = 0
     """Server-reported tokens of the requests the client counted too: the two sides of the gap."""
     client_tokens_compared: int = 0
+    retries: int = 0
+    """Requests resent once because their reused keep-alive connection had been closed by the server."""
     per_second: dict[int, list[int]] = field(default_factory=dict)
     """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
@@ -105,6 +108,8 @@ class Entry:
         self.bytes += nbytes
         sequences = context["sequences"]
         tokens = 0
+        if context.get("retried"):
+            self.retries += 1
         if failed:
             self.failures += 1
         else:
@@ -166,6 +171,7 @@ class Entry:
             "bytes": self.bytes,
             "server_tokens_compared": self.server_tokens_compared,
             "client_tokens_compared": self.client_tokens_compared,
+            "retries": self.retries,
             "per_second": self.per_second,
             "timings": {k: h.dump() for k, h in self.timings.items()},
             "first": self.first,

@@ -48,6 +48,7 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
         ("Token Source", lambda s, e: e.token_source()),
         ("Client Tokens", lambda s, e: e.client_tokens_compared or None),
         ("Token Gap %", lambda s, e: e.token_gap_percent()),
+        ("Retries", lambda s, e: e.retries),
     ]
     for key, title in TIMING_COLUMNS:
         for p in PERCENTILES:

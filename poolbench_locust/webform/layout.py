@@ -44,6 +44,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--tls-verify", "Verify TLS certificates"),
             ("--ca-bundle", "CA bundle file"),
             ("--request-timeout", "Request timeout, s"),
+            ("--max-body-mb", "Largest JSON answer kept, MB"),
+            ("--max-header-kb", "Largest response head, KiB"),
             ("--no-validate", "Do not check the answers"),
             ("--check-vectors", "Check the vectors"),
         ),

@@ -17,12 +17,13 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from poolbench_locust.engine.limits import LIMITS
 from poolbench_locust.hooks import SECRET_PLACEHOLDER, configuration_error, host_error
 from poolbench_locust.options import FLAGS, OPTIONS
 
 logger = logging.getLogger("poolbench_locust")
 
-FORM_FIELDS = frozenset(opt.dest for opt in OPTIONS)
+FORM_FIELDS = frozenset(opt.dest for opt in (*OPTIONS, *LIMITS))
 FORM_FLAGS = frozenset(flag.lstrip("-").replace("-", "_") for flag, _ in FLAGS)
 
 

@@ -1,0 +1,314 @@
+"""The engine's HTTP/1.1 connection: geventhttpclient's request builder, parser and connection pool,
+with the bounds and the one resend that a hostile or merely ordinary server needs.
+
+geventhttpclient trusts the server in three ways this module takes back:
+
+- its parser keeps whatever header a server sends, and its reads only give the request's deadline
+  a chance to fire when a recv blocks: a header (or body) streamed as fast as the client reads it
+  never ended. `BoundedResponse` counts the head against --max-header-kb and checks the deadline on
+  every block received, blocking or not.
+- its parser takes bytes after a complete final response as the next response to the same request
+  (a 204 and then a 200 became the 200), and a socket whose response ended is back in the pool
+  before anyone knows whether more came. `BoundedResponse` refuses a second response, and the
+  engine closes the connection of every request that failed (`Exchange.drop_connection`).
+- it resends no POST (RFC 9110 lets a client retry only idempotent methods on its own), so a
+  keep-alive connection the server closed while idle became a failed request. A pooling request
+  has no side effect, and a request on a reused connection that failed before any byte of its
+  answer came never reached a server that answered it: `EngineClient` resends exactly such a
+  request once, on a fresh connection. FastHttpUser sets max_retries to 0 and UserAgent retries
+  no POST, so this is the only resend.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import ssl
+import weakref
+from time import perf_counter
+from typing import Any
+
+import gevent
+from geventhttpclient.client import HTTPClient, HTTPClientPool
+from geventhttpclient.response import (
+    HEADER_STATE_FIELD,
+    HTTPConnectionClosed,
+    HTTPParseError,
+    HTTPSocketPoolResponse,
+)
+from geventhttpclient.url import URL
+from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchemeError
+
+MAX_REDIRECTS = 5
+"""307/308 hops followed for one request before it fails."""
+STATUS_LINE_OVERHEAD = len("HTTP/1.1 200 \r\n")
+HEADER_LINE_OVERHEAD = len(": \r\n")
+
+_PLAIN_HTTP_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE"}
+)
+"""OpenSSL's reasons when the bytes that came back are not TLS: a plain HTTP server answered."""
+
+
+class HeadersTooLarge(HTTPParseError):
+    """The response head outgrew --max-header-kb."""
+
+
+class ProtocolError(HTTPParseError):
+    """The server broke HTTP/1.1's framing in a way the parser accepts: its connection is not reusable."""
+
+
+SECOND_RESPONSE = (
+    "protocol error: data after the end of the response (a second response, or a body longer than its Content-Length)"
+)
+
+
+class Exchange:
+    """The request in flight of one user: its deadline, its bounds, and what happened on the wire."""
+
+    def __init__(self, max_header_bytes: int) -> None:
+        self.max_header_bytes = max_header_bytes
+        self.deadline: gevent.Timeout | None = None
+        self.expires_at = float("inf")
+        self.sent_at = 0.0
+        """perf_counter() when the last attempt began: the resend's, if there was one."""
+        self.retried = False
+        self.connected = False
+        """Whether the last attempt had its connection: a failure before that is the connect's (TLS's)."""
+        self.response: BoundedResponse | None = None
+        self.sock: socket.socket | None = None
+
+    def begin(self, deadline: gevent.Timeout, seconds: float) -> None:
+        self.deadline = deadline
+        self.expires_at = perf_counter() + seconds
+        self.retried = False
+        self._attempt()
+
+    def end(self) -> None:
+        """The request is over: nothing sent on this client afterwards may inherit its deadline."""
+        self.deadline = None
+        self.expires_at = float("inf")
+
+    def _attempt(self) -> None:
+        self.sent_at = perf_counter()
+        self.connected = False
+        self.response = None
+        self.sock = None
+
+    def check_deadline(self) -> None:
+        """Raise the request's own timeout once it is due, whether or not the hub had a chance to."""
+        if self.deadline is not None and perf_counter() >= self.expires_at:
+            self.deadline.close()  # raised here: its timer must not fire a second time
+            raise self.deadline
+
+    @property
+    def received(self) -> int:
+        """Bytes of the answer received on the wire so far, head and body."""
+        return self.response.wire_bytes if self.response is not None else 0
+
+    @property
+    def body_received(self) -> int:
+        """Bytes of the body received so far (after de-chunking, before inflating)."""
+        return self.response.body_bytes if self.response is not None else 0
+
+    def drop_connection(self) -> None:
+        """Close the connection of this request, also when it is back in the pool: the pool drops a
+        closed socket instead of reusing it, so what a bad server left on it reaches no other request."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class BoundedResponse(HTTPSocketPoolResponse):
+    """geventhttpclient's response, with the head bounded, the deadline checked on every block, at
+    most one final response, and the bytes of the body counted as they arrive."""
+
+    def __init__(self, sock: Any, pool: Any, exchange: Exchange, **kw: Any) -> None:
+        self._exchange = exchange
+        self._head_limit = exchange.max_header_bytes
+        self.head_bytes = 0
+        self.body_bytes = 0
+        self.wire_bytes = 0
+        self._final_seen = False
+        self._broken = False
+        exchange.response = self
+        super().__init__(sock, pool, **kw)
+
+    def feed(self, data: bytes | str) -> None:
+        self.wire_bytes += len(data)
+        self._exchange.check_deadline()
+        try:
+            super().feed(data)
+        except HTTPParseError:
+            self._broken = True
+            raise
+
+    def should_close(self) -> bool:
+        return self._broken or super().should_close()
+
+    def _count_head(self, size: int) -> None:
+        self.head_bytes += size
+        if self.head_bytes > self._head_limit:
+            self._broken = True
+            raise HeadersTooLarge(f"response headers larger than --max-header-kb ({self._head_limit // 1024} KiB)")
+
+    def _on_status(self, msg: str) -> None:
+        self._count_head(len(msg) + STATUS_LINE_OVERHEAD)
+        super()._on_status(msg)
+
+    def _on_header_field(self, string: str) -> None:
+        continued = self._header_state == HEADER_STATE_FIELD  # the parser hands a field over in pieces
+        self._count_head(len(string) + (0 if continued else HEADER_LINE_OVERHEAD))
+        super()._on_header_field(string)
+
+    def _on_header_value(self, string: str) -> None:
+        self._count_head(len(string))
+        super()._on_header_value(string)
+
+    def _on_headers_complete(self) -> int | bool | None:
+        self._final_seen = self.get_code() >= 200  # an interim 1xx is followed by the final response
+        return super()._on_headers_complete()
+
+    def _on_message_begin(self) -> None:
+        if self._final_seen:
+            self._broken = True
+            raise ProtocolError(SECOND_RESPONSE)
+        super()._on_message_begin()
+
+    def _on_body(self, buf: bytearray) -> None:
+        self.body_bytes += len(buf)
+        super()._on_body(buf)
+
+
+_STALE = (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError)
+"""How a connection the server closed while it was idle fails: closed or reset before any answer."""
+
+
+class EngineClient(HTTPClient):
+    """HTTPClient whose requests read a `BoundedResponse`, resent once when a reused connection was stale."""
+
+    exchange: Exchange
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._carried: weakref.WeakSet[Any] = weakref.WeakSet()
+        """Sockets that carried a request: taking one of these from the pool is a reuse."""
+
+    def request(self, method: str, request_uri: str, body: Any = b"", headers: Any = None) -> BoundedResponse:
+        if isinstance(body, str):
+            body = body.encode()
+        body = body or b""
+        if not isinstance(body, bytes | bytearray | memoryview):  # the engine sends bytes; anything else is a bug
+            raise TypeError(f"EngineClient sends bytes bodies, not {type(body).__name__}")
+        head = self._build_request(method.upper(), request_uri, body=body, headers=headers)
+        wire = head.encode("latin-1") + bytes(body)
+        exchange = self.exchange
+        while True:
+            sock, reused = self._socket(fresh=exchange.retried)
+            exchange.sock, exchange.connected = sock, True
+            try:
+                response = self._exchange(sock, wire, method)
+            except _STALE:
+                if reused and not exchange.retried and exchange.received == 0:
+                    exchange.retried = True
+                    exchange._attempt()
+                    continue
+                raise
+            response._sent_request = head
+            return response
+
+    def _socket(self, fresh: bool) -> tuple[Any, bool]:
+        pool = self._connection_pool
+        while True:  # at most the pool's idle sockets are passed over
+            sock = pool.get_socket()
+            reused = sock in self._carried
+            if not (fresh and reused):
+                self._carried.add(sock)
+                return sock, reused
+            pool.release_socket(sock)
+
+    def _exchange(self, sock: Any, wire: bytes, method: str) -> BoundedResponse:
+        try:
+            sock.sendall(wire)
+        except OSError as e:
+            if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+                self._connection_pool.release_socket(sock)
+                raise
+            # The server may have answered (a 413 to a large body) before it closed: read that answer.
+        except BaseException:
+            self._connection_pool.release_socket(sock)
+            raise
+        return BoundedResponse(
+            sock,
+            self._connection_pool,
+            self.exchange,
+            block_size=self.block_size,
+            method=method.upper(),
+            headers_type=self.headers_type,
+        )
+
+
+class EngineClientPool(HTTPClientPool):
+    """HTTPClientPool of EngineClients that share one user's Exchange."""
+
+    def __init__(self, exchange: Exchange, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.exchange = exchange
+
+    def get_client(self, url: str | URL) -> HTTPClient:
+        if not isinstance(url, URL):
+            url = URL(url)
+        key = url.host, url.port
+        client = self.clients.get(key)
+        if client is None:
+            client = self.clients[key] = EngineClient.from_url(url, **self.client_args)
+            client.exchange = self.exchange
+        return client
+
+
+def install(agent: Any, exchange: Exchange, block_size: int) -> None:
+    """Give a FastHttpSession's user agent the engine's client pool, with the same client settings."""
+    agent.clientpool = EngineClientPool(exchange, **{**agent.clientpool.client_args, "block_size": block_size})
+
+
+def failure_before_headers(error: BaseException, exchange: Exchange, https: bool) -> str:
+    """The message of a request that got no (complete) response head."""
+    while getattr(error, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the cause
+        error = error.original  # type: ignore[attr-defined]
+    plain_hint = " (is the port plain HTTP?)"
+    if error is exchange.deadline:
+        if https and not exchange.connected:
+            return f"TLS error: no TLS handshake within --request-timeout{plain_hint}"
+        return "timeout: no response headers within --request-timeout"
+    if isinstance(error, HeadersTooLarge | ProtocolError):
+        return str(error)
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, socket.gaierror):
+        return f"cannot resolve host: {error.strerror}"
+    if isinstance(error, ConnectionResetError):
+        return "connection reset by the server before the response headers"
+    if isinstance(error, HTTPConnectionClosed) and isinstance(error.__context__, ConnectionResetError):
+        return "connection reset by the server before the response headers"  # geventhttpclient wraps the RST
+    if isinstance(error, HTTPConnectionClosed):
+        return "connection closed by the server before the response headers"
+    if isinstance(error, RetriesExceeded) and "Redirection limit" in str(error):
+        return f"redirected more than {MAX_REDIRECTS} times (307/308)"
+    if isinstance(error, UnsupportedRedirectSchemeError):
+        return f"redirected to a URL that is not http(s): {getattr(error, 'text', '')}"
+    if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not
+        return f"TLS error: certificate verify failed: {error.verify_message} (--tls-verify)"
+    if isinstance(error, ssl.SSLError):
+        reason = error.reason or str(error)
+        return f"TLS error: {reason}{plain_hint if reason in _PLAIN_HTTP_REASONS else ''}"
+    if isinstance(error, TimeoutError | gevent.Timeout):
+        if https and not exchange.connected:
+            return f"TLS error: no TLS handshake within --request-timeout{plain_hint}"
+        return "socket timeout waiting for the response headers (--request-timeout)"
+    if isinstance(error, HTTPParseError):
+        if "closed before end of the headers" in str(error) or "Invalid EOF state" in str(error):
+            return "connection closed by the server in the middle of the response headers"
+        return f"invalid HTTP response: {error}"
+    if isinstance(error, OSError):
+        return f"connection error: {error.strerror or error}"
+    return f"{type(error).__name__}: {error}"
