@@ -21,6 +21,9 @@ STREAM_LIMIT = int(os.environ.get("HOSTILE_STREAM_LIMIT", 2 << 30))
 """Bytes any endless stream sends at most: far more than any bound the client keeps (smaller to
 measure a client without bounds, which keeps all of it)."""
 BLOCK = b"a" * 65536
+FAST_LIMIT = 1 << 40
+"""A body no client reads within a test's timeout: an idle machine reads 2 GiB of loopback in about
+1.4 s, which let the body end before a 1.5 s deadline. The client's close ends the stream."""
 
 VALID_EMBEDDING = b'{"data":[{"index":0,"embedding":[0.25,0.5,0.75]}],"usage":{"prompt_tokens":3,"total_tokens":3}}'
 """A valid /v1/embeddings answer to a request of one input."""
@@ -32,9 +35,9 @@ def valid_answers(sock: socket.socket) -> None:
         sock.sendall(response(200, VALID_EMBEDDING))
 
 
-def _stream(sock: socket.socket, block: bytes) -> None:
+def _stream(sock: socket.socket, block: bytes, limit: int = STREAM_LIMIT) -> None:
     sent = 0
-    while sent < STREAM_LIMIT:
+    while sent < limit:
         sock.sendall(block)
         sent += len(block)
 
@@ -59,12 +62,12 @@ def endless_chunked_json(sock: socket.socket, conn: int) -> None:
 
 
 def fast_binary(sock: socket.socket, conn: int) -> None:
-    """A binary body of STREAM_LIMIT bytes (declared by Content-Length), as fast as the client reads it."""
+    """A binary body of FAST_LIMIT bytes (declared by Content-Length), as fast as the client reads it."""
     if conn:
         return valid_answers(sock)
     read_request(sock)
-    sock.sendall(response(200, b"", content_type="application/octet-stream", content_length=STREAM_LIMIT))
-    _stream(sock, BLOCK)
+    sock.sendall(response(200, b"", content_type="application/octet-stream", content_length=FAST_LIMIT))
+    _stream(sock, BLOCK, FAST_LIMIT)
 
 
 def fast_gzip_binary(sock: socket.socket, conn: int) -> None:
