@@ -81,8 +81,6 @@ class LengthFitter:
             else:
                 words += rng.choices(self.fillers, k=1 if one_at_a_time else gap)
                 topped_up = True
-            if not words:
-                break
         raise OptionError("--input-len", f"cannot build a text of exactly {length} tokens with this tokenizer")
 
 
