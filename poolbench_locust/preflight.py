@@ -58,6 +58,8 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
         user.measure(user.plan.requests[0])
     finally:
         user.client.client.close()
+    if not seen:  # the engine fires one event per request; should it ever not, the run shows why
+        return user.plan.route, 0, "no request event was fired"
     event = seen[-1]
     status = getattr(event.get("response"), "status_code", 0)
     error = event.get("exception")
