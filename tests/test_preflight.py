@@ -7,11 +7,13 @@ import re
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+import requests
 
 from tests.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
@@ -107,3 +109,36 @@ def test_distributed_the_master_sends_it_once(mock_server, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     counted = int(csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]["Request Count"])
     assert mock_server.stats()["requests"] == counted + 1
+
+
+def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
+    """The form may bring another host: the preflight waits for it, and a 4xx stops that run."""
+    port = free_port()
+    log = (tmp_path / "locust.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--endpoint-path", "/v1/embedz",
+         "--web-host", "127.0.0.1", "--web-port", str(port)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **PREFLIGHT_ON},
+    )  # fmt: skip
+    try:
+        base, deadline, state = f"http://127.0.0.1:{port}", time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            try:
+                requests.post(f"{base}/swarm", data={"user_count": 1, "spawn_rate": 1, "host": mock_server.url},
+                              timeout=2)  # fmt: skip
+                break
+            except requests.ConnectionError:
+                time.sleep(0.3)
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            stats = requests.get(f"{base}/stats/requests", timeout=2).json()
+            if (state := stats["state"]) == "stopped":
+                break
+        assert state == "stopped"
+        assert stats["total_rps"] == 0 and all(s["num_requests"] == 0 for s in stats["stats"])
+        log.seek(0)
+        assert "preflight: EmbeddingsUser (POST /v1/embedz) failed: HTTP 404: Not Found: /v1/embedz" in log.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
