@@ -13,7 +13,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-import requests
 
 from tests.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
@@ -113,6 +112,10 @@ def test_distributed_the_master_sends_it_once(mock_server, tmp_path):
 
 def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
     """The form may bring another host: the preflight waits for it, and a 4xx stops that run."""
+    # Imported here: `python -m tests.hostile` imports this module for its handlers, before Locust's
+    # gevent patching, and requests must not import ssl before it.
+    import requests
+
     port = free_port()
     log = (tmp_path / "locust.log").open("w+")
     proc = subprocess.Popen(
