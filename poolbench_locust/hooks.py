@@ -27,14 +27,20 @@ SECRET_PLACEHOLDER = "(unchanged)"
 """What the web UI's form shows in a secret field that has a value; sent back, it keeps that value."""
 WORKERS_CONNECT_S = 3.0
 """How long a --processes master that stops at start waits for its workers, to tell them to quit."""
+EMBEDDED_MOCK_TTFB_MS = 20.0
+EMBEDDED_MOCK_BODY_MS = 5.0
+"""The bundled mock, started when no --host is given, answers like a small model on a GPU: 20 ms to
+the headers (the inference), 5 ms of body. With no delay at all TTFB equalled E2E and the split
+that poolbench-locust exists to show was invisible."""
 
 
 def _endpoint_users(environment: Environment) -> list[type[EndpointUser]]:
     return [u for u in environment.user_classes if issubclass(u, EndpointUser)]
 
 
-def configuration_error(environment: Environment) -> str | None:
-    """The one line that says why the options or the User classes cannot run, or None."""
+def configuration_error(environment: Environment, options: Any = None) -> str | None:
+    """The one line that says why the options (the environment's, or `options`) or the User classes
+    cannot run, or None."""
     for user_class in _endpoint_users(environment):
         # Checked before plan_for, which would fail on it with an AttributeError and a traceback.
         if not isinstance(getattr(user_class, "endpoint", None), Endpoint):
@@ -43,7 +49,7 @@ def configuration_error(environment: Environment) -> str | None:
                 "(poolbench_locust.endpoints.spec), or `abstract = True` on a base class"
             )
         try:
-            plan_for(user_class, environment.parsed_options)
+            plan_for(user_class, options if options is not None else environment.parsed_options)
         except OptionError as e:
             return str(e)
     return None
@@ -102,10 +108,21 @@ def _start_embedded_mock(environment: Environment) -> None:
     from poolbench_locust.mockserver import MockConfig, MockServer
 
     flavors = {u.endpoint.server for u in _endpoint_users(environment)}
-    server = MockServer(MockConfig(flavor=flavors.pop() if len(flavors) == 1 else "vllm"), host="127.0.0.1", port=0)
+    config = MockConfig(
+        flavor=flavors.pop() if len(flavors) == 1 else "vllm",
+        ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
+        body_ms=EMBEDDED_MOCK_BODY_MS,
+    )
+    server = MockServer(config, host="127.0.0.1", port=0)
     server.start()
     environment.host = server.url
-    logger.info("No --host given: started the bundled mock server at %s and aimed the test at it", server.url)
+    logger.info(
+        "No --host given: started the bundled mock server at %s (%g ms to the headers, %g ms of body) "
+        "and aimed the test at it",
+        server.url,
+        config.ttfb_ms,
+        config.body_ms,
+    )
 
 
 def _start_error(environment: Environment, check_host: bool = True) -> str | None:

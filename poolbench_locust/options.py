@@ -8,7 +8,6 @@ parses every value again with the same parsers argparse uses: one rule per optio
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -192,7 +191,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--sweep-rates", _rates, None, "Sweep: open-loop request rates, one step each (e.g. 10,20,40)."),
     Option("--sweep-users", _counts, None, "Sweep: concurrency levels (users), one step each (e.g. 8,16,32)."),
     Option("--sweep-step-time", positive, 30.0, "Seconds per sweep step."),
-    Option("--api-key", str, None, "Sent as 'Authorization: Bearer'. Falls back to $OPENAI_API_KEY.", secret=True),
+    Option(
+        "--api-key",
+        str,
+        None,
+        "Sent as 'Authorization: Bearer' ($OPENAI_API_KEY only with --api-key-from-env).",
+        secret=True,
+    ),
     Option("--request-timeout", seconds, 60.0, "Whole-request deadline in seconds, headers and body together."),
     Option("--endpoint-path", _path, None, "Override the route of the User class (e.g. /v2/rerank)."),
 )
@@ -229,8 +234,11 @@ def register(parser: Any, title: str, options: tuple[Option, ...], flags: tuple[
     group = parser.add_argument_group(title)
     for opt in options:
         checked = _checked_text(opt.parse) if opt.parse is not None else None
+        # A default kept as text too: the web UI's /swarm casts a typed value to the type of the
+        # current one, and int("1:16") for --batch-size was an HTTP 500 instead of a run.
+        default = str(opt.default) if opt.default is not None and opt.parse is not None else opt.default
         action = group.add_argument(
-            opt.flag, type=checked, default=opt.default, env_var=opt.env_var, help=opt.help, choices=opt.choices
+            opt.flag, type=checked, default=default, env_var=opt.env_var, help=opt.help, choices=opt.choices
         )
         _show_in_web_ui(action, opt.secret)
     for flag, help_text in flags:
@@ -287,7 +295,6 @@ class Settings:
                 except argparse.ArgumentTypeError as e:
                     raise OptionError(opt.flag, str(e)) from None
             values[opt.dest] = raw
-        values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY") or None
         values["validate"] = not bool(getattr(options, "no_validate", False))
         values["check_vectors"] = bool(getattr(options, "check_vectors", False))
         values["count_tokens_with_server"] = bool(getattr(options, "count_tokens_with_server", False))
@@ -297,6 +304,10 @@ class Settings:
             raise OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
         if values["sweep_rates"] and values["request_rate"]:
             raise OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
+        if values["encoding_format"] == "float":  # JSON numbers have no dtype or byte order to ask for
+            for flag, default in (("--embed-dtype", "float32"), ("--endianness", "native")):
+                if values[flag[2:].replace("-", "_")] != default:
+                    raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
         if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
             raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
         return cls(**values)

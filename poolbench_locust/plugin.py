@@ -1,5 +1,8 @@
 """Everything poolbench-locust registers with Locust: importing this module is the plugin."""
 
-from poolbench_locust import hooks, options, preflight  # noqa: F401
-from poolbench_locust.metrics import checks, reporting  # noqa: F401
-from poolbench_locust.workload import arrival, sweep  # noqa: F401
+from poolbench_locust import access, hooks, options, preflight, stop_timeout  # noqa: F401
+from poolbench_locust.charts import wiring  # noqa: F401
+from poolbench_locust.metrics import checks, reporting, tokengap  # noqa: F401
+from poolbench_locust.results import writer  # noqa: F401
+from poolbench_locust.webform import layout, validation  # noqa: F401  (layout first: it unmangles the names)
+from poolbench_locust.workload import arrival, sweep, warmup  # noqa: F401

@@ -18,8 +18,12 @@ import socket
 import sys
 from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from gevent.server import StreamServer
+
+if TYPE_CHECKING:  # importing ssl before Locust's monkey-patching breaks ssl (RecursionError)
+    import ssl
 
 Handler = Callable[[socket.socket, int], None]
 """Serves one connection: the accepted socket and the connection's number (0, 1, ...)."""
@@ -28,9 +32,12 @@ LISTENING = "hostile listening on "
 
 
 class HostileServer:
-    """Serves `handler` on 127.0.0.1 (a free port) until closed; a context manager."""
+    """Serves `handler` on 127.0.0.1 (a free port) until closed; a context manager.
 
-    def __init__(self, handler: Handler) -> None:
+    With `ssl_context` (a server-side ssl.SSLContext) it serves TLS, at an https:// url.
+    """
+
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.connections = 0
         self.requests: list[bytes] = []
@@ -46,10 +53,11 @@ class HostileServer:
             finally:
                 sock.close()
 
-        self._server = StreamServer(("127.0.0.1", 0), serve)
+        tls = {} if ssl_context is None else {"ssl_context": ssl_context}
+        self._server = StreamServer(("127.0.0.1", 0), serve, **tls)
         self._server.start()
         self.port: int = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self._server.stop(timeout=1)
@@ -126,6 +134,9 @@ def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handl
 
 def main() -> None:
     """Serve MODULE:HANDLER in this process until killed."""
+    from gevent import monkey
+
+    monkey.patch_all()  # before the handler's module imports anything that imports ssl (requests, locust)
     module, _, name = sys.argv[1].partition(":")
     handler = getattr(importlib.import_module(module), name)
     server = HostileServer(handler)

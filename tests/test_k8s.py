@@ -415,6 +415,34 @@ def test_overlay_passes_the_kubernetes_schemas(overlay: str, deployed: dict[str,
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_in_the_namespace_and_every_claim_beside_its_pod(
+    overlay: str, rendered: dict[str, Rendered]
+) -> None:
+    """An object without a namespace lands in the kubectl context's namespace: a pod there never finds
+    its claim, and `kubectl -n poolbench ...` from k8s/README.md finds no such object."""
+    objects = rendered[overlay].objects
+    assert [
+        f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["metadata"].get("namespace") != "poolbench"
+    ] == []
+    claims = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "PersistentVolumeClaim"
+    }
+    for workload in rendered[overlay].workloads():
+        for volume in pod_spec(workload).get("volumes", []):
+            if (claim := volume.get("persistentVolumeClaim")) is not None:
+                where = (workload["metadata"]["namespace"], claim["claimName"])
+                assert where in claims, f"{workload['kind']}/{workload['metadata']['name']} names a claim not beside it"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_says_which_image_to_pull(overlay: str) -> None:
+    """The manifests' poolbench-locust:VERSION is on no registry: an overlay copied as it is must show
+    where to point it (README's `images:`), so each overlay sets one."""
+    kustomization = yaml.safe_load((K8S / "overlays" / overlay / "kustomization.yaml").read_text())
+    assert [i["name"] for i in kustomization.get("images", [])] == ["poolbench-locust"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_pods_run_unprivileged_on_a_read_only_root(overlay: str, rendered: dict[str, Rendered]) -> None:
     version = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)
     uid = re.search(r'test "\$\(id -u locust\):\$\(id -g locust\)" = "(\d+):(\d+)"', (REPO / "Dockerfile").read_text())
@@ -427,7 +455,7 @@ def test_pods_run_unprivileged_on_a_read_only_root(overlay: str, rendered: dict[
         )
         assert spec["automountServiceAccountToken"] is False
         container = only_container(workload)
-        assert container["image"] == f"poolbench-locust:{version.group(1)}"
+        assert container["image"] == f"registry.example.com/poolbench-locust:{version.group(1)}"
         assert container["securityContext"] == {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,

@@ -12,9 +12,11 @@ from poolbench_locust.options import OptionError, Settings, Span
 from tests.harness import options
 
 
-def test_api_key_is_sent_as_bearer_and_falls_back_to_openai_api_key(monkeypatch):
+def test_api_key_is_sent_as_bearer_and_openai_api_key_only_when_asked(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    assert plan_for(pb.EmbeddingsUser, options()).headers["Authorization"] == "Bearer sk-from-env"
+    assert "Authorization" not in plan_for(pb.EmbeddingsUser, options()).headers
+    from_env = plan_for(pb.EmbeddingsUser, options("--api-key-from-env"))
+    assert from_env.headers["Authorization"] == "Bearer sk-from-env"
     assert plan_for(pb.EmbeddingsUser, options("--api-key", "sk-flag")).headers["Authorization"] == "Bearer sk-flag"
     monkeypatch.delenv("OPENAI_API_KEY")
     assert "Authorization" not in plan_for(pb.EmbeddingsUser, options()).headers

@@ -545,6 +545,7 @@ def test_a_host_typed_into_the_web_ui_is_checked_before_users_spawn(mock_server,
 SECRET = "sk-poolbench-TOPSECRET-4b1d"
 WEB_PATHS = ("/", "/stats/requests", "/pooling/stats", "/pooling/csv", "/stats/report", "/logs", "/tasks")
 WEB_PATHS += ("/exceptions", "/stats/requests/csv", "/stats/failures/csv")
+WEB_PATHS += ("/pooling/history", "/pooling/charts")
 
 
 @pytest.mark.parametrize(

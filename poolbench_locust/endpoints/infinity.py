@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from poolbench_locust.endpoints.spec import Endpoint, data_answer, dimensions_field, model_field, results_answer
 
+NO_TOKENIZE = "Infinity has no /tokenize route; count with --tokenizer instead"
+
 # Infinity's usage counts characters unless the server was started to count tokens: the figure
 # is passed on as the server reported it, labelled "server".
 INFINITY_EMBEDDINGS = Endpoint(
@@ -18,6 +20,13 @@ INFINITY_EMBEDDINGS = Endpoint(
     },
     answer=data_answer("embedding"),
     encodings=frozenset({"float", "base64"}),
+    # Infinity's request has no such fields: its base64 is always float32 in the server's byte order,
+    # and a client decoding it as anything else blames the server for NaN vectors.
+    cannot_send={
+        "--embed-dtype": "Infinity's base64 is float32 only; leave --embed-dtype at float32",
+        "--endianness": "Infinity's base64 is in the server's native byte order; leave --endianness at native",
+        "--count-tokens-with-server": NO_TOKENIZE,
+    },
 )
 
 INFINITY_RERANK = Endpoint(
@@ -26,4 +35,5 @@ INFINITY_RERANK = Endpoint(
     server="infinity",
     body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts), "return_documents": False},
     answer=results_answer,
+    cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )

@@ -6,8 +6,8 @@ knows nothing about timing or Locust. Adding a server is adding a few `Endpoint`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from poolbench_locust.options import Settings
@@ -33,8 +33,9 @@ class Answer:
     """Embeddings, results or scores in the answer."""
     prompt_tokens: int | None
     """The server's own token count, None where the answer has none."""
-    first_vector: list[float] | str | None = None
-    """The first embedding (a float list, or a base64 string), for the optional vector check."""
+    vectors: Sequence[Any] = ()
+    """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
+    vector checks; empty for answers that hold none (rerank, score, classify)."""
 
 
 class AnswerError(Exception):
@@ -54,6 +55,20 @@ class Endpoint:
     """A JSON answer without a token count is a failure (vLLM always sends usage)."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
+    cannot_send: Mapping[str, str] = field(default_factory=dict)
+    """Options this route cannot honour, flag -> why: given a value other than its default, one
+    stops the run at start, instead of a run that measures something else than was asked."""
+
+    def refused_option(self, settings: Settings) -> tuple[str, str] | None:
+        """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
+        for flag, why in self.cannot_send.items():
+            dest = flag.lstrip("-").replace("-", "_")
+            if getattr(settings, dest) != _SETTINGS_DEFAULTS[dest]:
+                return flag, why
+        return None
+
+
+_SETTINGS_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
 def model_field(settings: Settings) -> dict[str, str]:
@@ -61,12 +76,40 @@ def model_field(settings: Settings) -> dict[str, str]:
     return {"model": settings.model} if settings.model else {}
 
 
+MAX_TOKENS = 100_000_000
+"""The most prompt tokens one request may plausibly report. A count past it (2**63 was seen) is a
+server's garbage, and once summed into the stats it broke every worker's report to the master."""
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value[:20])
+    if isinstance(value, bool | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def token_count(value: Any, where: str) -> int | None:
+    """A token count the server sent, checked: None when absent, else a whole number in 0..MAX_TOKENS.
+
+    Anything else (negative, boolean, float, string, too large) raises AnswerError naming `where`.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AnswerError(f"{where} is not a whole number: {_shown(value)}")
+    if value < 0:
+        raise AnswerError(f"{where} is negative" if value < -MAX_TOKENS else f"{where} is negative: {value}")
+    if value > MAX_TOKENS:
+        raise AnswerError(f"{where} is implausible: more than {MAX_TOKENS} tokens in one request")
+    return value
+
+
 def usage_tokens(doc: Mapping[str, Any]) -> int | None:
     usage = doc.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    tokens = usage.get("prompt_tokens")
-    return tokens if isinstance(tokens, int) else None
+    return token_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
 
 
 def items_of(doc: Any, key: str) -> list[Any]:
@@ -82,8 +125,10 @@ def data_answer(vector_key: str | None) -> Callable[[Any], Answer]:
 
     def read(doc: Any) -> Answer:
         data = items_of(doc, "data")
-        first = data[0].get(vector_key) if vector_key and data and isinstance(data[0], Mapping) else None
-        return Answer(len(data), usage_tokens(doc), first)
+        if vector_key is None:
+            return Answer(len(data), usage_tokens(doc))
+        vectors = [item.get(vector_key) if isinstance(item, Mapping) else None for item in data]
+        return Answer(len(data), usage_tokens(doc), vectors)
 
     return read
 
@@ -99,5 +144,6 @@ def results_answer(doc: Any) -> Answer:
     if tokens is None:
         meta = doc.get("meta")
         counted = meta.get("tokens") if isinstance(meta, Mapping) else None
-        tokens = counted.get("input_tokens") if isinstance(counted, Mapping) else None
-    return Answer(len(results), tokens if isinstance(tokens, int) else None)
+        if isinstance(counted, Mapping):
+            tokens = token_count(counted.get("input_tokens"), "meta.tokens.input_tokens")
+    return Answer(len(results), tokens)

@@ -10,12 +10,24 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import Answer, AnswerError, Endpoint, dimensions_field
 
+CANNOT_SEND = {
+    "--model": "TEI's request has no model: it serves the one it was started with; leave --model out",
+    # TEI's /tokenize takes {"inputs"} and answers token lists, not vLLM's {"prompt"} -> {"count"}.
+    "--count-tokens-with-server": "TEI's /tokenize is not vLLM's; count with --tokenizer instead",
+}
+
 
 def _bare_list(doc: Any) -> Answer:
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    first = doc[0] if doc and isinstance(doc[0], list) else None
-    return Answer(len(doc), None, first)
+    return Answer(len(doc), None)
+
+
+def _bare_vectors(doc: Any) -> Answer:
+    """/embed answers a bare list of embeddings."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    return Answer(len(doc), None, doc)
 
 
 TEI_EMBED = Endpoint(
@@ -23,8 +35,9 @@ TEI_EMBED = Endpoint(
     shape="texts",
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
-    answer=_bare_list,
+    answer=_bare_vectors,
     usage_required=False,
+    cannot_send=CANNOT_SEND,
 )
 
 TEI_RERANK = Endpoint(
@@ -34,4 +47,5 @@ TEI_RERANK = Endpoint(
     body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
     answer=_bare_list,
     usage_required=False,
+    cannot_send=CANNOT_SEND,
 )

@@ -14,6 +14,7 @@ from poolbench_locust.endpoints.spec import (
     dimensions_field,
     model_field,
     results_answer,
+    token_count,
 )
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import ENCODINGS
@@ -34,8 +35,12 @@ def _cohere_embed_answer(doc: Any) -> Answer:
         raise AnswerError("answer has no 'embeddings.float' list")
     meta = doc.get("meta")
     billed = meta.get("billed_units") if isinstance(meta, Mapping) else None
-    tokens = billed.get("input_tokens") if isinstance(billed, Mapping) else None
-    return Answer(len(floats), tokens if isinstance(tokens, int) else None, floats[0] if floats else None)
+    tokens = (
+        token_count(billed.get("input_tokens"), "meta.billed_units.input_tokens")
+        if isinstance(billed, Mapping)
+        else None
+    )
+    return Answer(len(floats), tokens, floats)
 
 
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:

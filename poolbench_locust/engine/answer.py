@@ -8,22 +8,34 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from poolbench_locust.endpoints.spec import Answer, AnswerError, Endpoint
+from poolbench_locust.endpoints.spec import MAX_TOKENS, Answer, AnswerError, Endpoint, token_count
 from poolbench_locust.engine import vectors
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.options import Settings
-from poolbench_locust.wire import DTYPE_SIZES, METADATA_HEADER
+from poolbench_locust.wire import (
+    DTYPE_SIZES,
+    ENDIANNESS,
+    METADATA_HEADER,
+    TEI_PRESENCE_HEADER,
+    TEI_TIMING_HEADERS,
+    TEI_TOKENS_HEADER,
+)
 from poolbench_locust.workload import PreparedRequest
 
 
 def _expect_items(got: int, req: PreparedRequest, what: str) -> None:
     if got != req.expected_items:
         raise BadResponse(f"expected {req.expected_items} {what}, got {got}")
+
+
+VECTOR_HEAD_LIMIT = 1 << 20
+"""Bytes of a binary answer kept for --check-vectors at most: a metadata header that claims a
+first vector of a terabyte, or a bytes_only answer whose dimension is not known yet, keeps no more."""
 
 
 def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> Answer:
@@ -39,21 +51,51 @@ def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: S
         raise BadResponse("answer has no usage.prompt_tokens")
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
-    if settings.check_vectors and answer.first_vector is not None:
-        _check_vector(answer.first_vector, settings)
+        _check_shapes(answer.vectors, settings)
+    if settings.check_vectors and answer.vectors:
+        _check_vector(answer.vectors[0], settings)
     return answer
 
 
-def _check_vector(vector: list[float] | str, settings: Settings) -> None:
-    if isinstance(vector, str):  # base64 of the raw array
+def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
+    """Every embedding is of the encoding's type and, with --dimensions, of that many dimensions."""
+    b64 = settings.encoding_format == "base64"
+    width = DTYPE_SIZES[settings.embed_dtype]
+    dims = settings.dimensions
+    for i, vector in enumerate(embeddings):
+        if b64:
+            if not isinstance(vector, str):
+                raise BadResponse(f"embedding {i} is not a base64 string")
+            # base64 of n bytes is 4 * ceil(n / 3) characters: the dimension without decoding
+            if dims is not None and len(vector) != 4 * -(-dims * width // 3):
+                raise BadResponse(f"embedding {i} has {_base64_dims(vector, width)} dimensions, expected {dims}")
+            continue
+        if not isinstance(vector, list):
+            raise BadResponse(f"embedding {i} is not a list of numbers")
+        row = vector[0] if vector and isinstance(vector[0], list) else vector  # /pooling may nest
+        if dims is not None and len(row) != dims:
+            raise BadResponse(f"embedding {i} has {len(row)} dimensions, expected {dims}")
+
+
+def _base64_dims(vector: str, width: int) -> str:
+    try:
+        return str(len(base64.b64decode(vector, validate=True)) // width)
+    except (binascii.Error, ValueError):
+        return "an undecodable number of"
+
+
+def _check_vector(vector: Any, settings: Settings) -> None:
+    if settings.encoding_format == "base64":  # base64 of the raw array
+        if not isinstance(vector, str):
+            raise BadResponse("embedding 0 is not a base64 string")
         try:
             values = vectors.decode(base64.b64decode(vector, validate=True), settings.embed_dtype, settings.endianness)
         except (binascii.Error, ValueError):
             raise BadResponse("embedding is not valid base64") from None
-    elif isinstance(vector, list) and vector and isinstance(vector[0], list):  # /pooling may nest
-        values = vector[0]
     else:
-        values = vector
+        values = vector[0] if isinstance(vector, list) and vector and isinstance(vector[0], list) else vector
+        if not isinstance(values, list) or not all(type(v) in (float, int) for v in values):
+            raise BadResponse("embedding 0 is not a list of numbers")
     if (why := vectors.problem(values)) is not None:
         raise BadResponse(why)
 
@@ -77,7 +119,7 @@ def first_vector_size(meta: Mapping[str, Any]) -> int:
     """Bytes of the first vector per the metadata (0 when it does not say), to keep for --check-vectors."""
     try:
         first = meta["data"][0]
-        return max(int(first["end"]) - int(first["start"]), 0)
+        return min(max(int(first["end"]) - int(first["start"]), 0), VECTOR_HEAD_LIMIT)
     except (IndexError, KeyError, TypeError, ValueError):
         return 0
 
@@ -85,20 +127,28 @@ def first_vector_size(meta: Mapping[str, Any]) -> int:
 def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, settings: Settings) -> int:
     """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage."""
     usage = meta.get("usage")
-    tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
-    if not isinstance(tokens, int):
+    try:
+        tokens = (
+            token_count(usage.get("prompt_tokens"), "metadata usage.prompt_tokens")
+            if isinstance(usage, Mapping)
+            else None
+        )
+    except AnswerError as e:
+        raise BadResponse(str(e)) from None
+    if tokens is None:
         raise BadResponse("metadata header has no usage.prompt_tokens")
     items = meta["data"]
     if settings.validate:
         _expect_items(len(items), req, "embeddings in metadata")
         try:
             described = sum(int(item["end"]) - int(item["start"]) for item in items)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise BadResponse("metadata items lack integer start/end offsets") from None
         if described != body.size:
             raise BadResponse("metadata offsets do not match the body: bytes received differ from sum of end - start")
     if settings.check_vectors and items:
-        first = items[0]
+        if not isinstance(first := items[0], Mapping):
+            raise BadResponse("metadata item 0 is not an object")
         _check_raw_vector(body.head, first.get("embed_dtype", settings.embed_dtype), first.get("endianness"), settings)
     return tokens
 
@@ -120,13 +170,44 @@ def check_bytes_only(body: Body, req: PreparedRequest, settings: Settings, dims:
     elif body.size != req.expected_items * dims * width:
         expected = req.expected_items * dims * width
         raise BadResponse(f"expected {req.expected_items} x {dims} x {width} = {expected} bytes, got {body.size}")
-    if settings.check_vectors:
-        _check_raw_vector(body.head, settings.embed_dtype, settings.endianness, settings)
+    if settings.check_vectors:  # the head was kept before the dimension was known: the first vector is its start
+        _check_raw_vector(body.head[: dims * width], settings.embed_dtype, settings.endianness, settings)
     return dims
 
 
-def _check_raw_vector(head: bytes, dtype: str, endianness: str | None, settings: Settings) -> None:
-    if dtype not in DTYPE_SIZES:
-        raise BadResponse(f"unknown embed_dtype {dtype!r} in the answer")
+def _check_raw_vector(head: bytes, dtype: Any, endianness: Any, settings: Settings) -> None:
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+        raise BadResponse(f"unknown embed_dtype {str(dtype)[:20]!r} in the answer")
+    if endianness is not None and endianness not in ENDIANNESS:  # a list here is not hashable, but `in` a tuple is fine
+        raise BadResponse(f"unknown endianness {str(endianness)[:20]!r} in the answer")
     if (why := vectors.problem(vectors.decode(head, dtype, endianness or settings.endianness))) is not None:
         raise BadResponse(why)
+
+
+MAX_SERVER_MS = 86_400_000
+"""A server-side time above a day, in milliseconds, is not a measurement."""
+_HEADER_DIGITS = 12
+
+
+def _header_number(headers: Any, header: str, most: int) -> int | None:
+    value = headers.get(header)
+    if value is None:
+        return None
+    # str.isdigit() alone passes '²' and other Unicode digits, which int() then rejects.
+    if not isinstance(value, str) or not (value.isascii() and value.isdigit() and len(value) <= _HEADER_DIGITS):
+        shown = repr(value[:20]) if isinstance(value, str) else "sent more than once"
+        raise BadResponse(f"{header} header is not a whole number: {shown}")
+    number = int(value)
+    if number > most:
+        raise BadResponse(f"{header} header is implausible: {number} (at most {most})")
+    return number
+
+
+def server_headers(headers: Any, context: dict[str, Any]) -> int | None:
+    """Copy the server-side timings a server such as TEI sends into context; return its token count."""
+    if headers.get(TEI_PRESENCE_HEADER) is None:  # TEI sends them all or none: one lookup, not six
+        return None
+    for header, key in TEI_TIMING_HEADERS.items():
+        if (ms := _header_number(headers, header, MAX_SERVER_MS)) is not None:
+            context[key] = ms
+    return _header_number(headers, TEI_TOKENS_HEADER, MAX_TOKENS)

@@ -12,6 +12,7 @@ import logging
 import random
 import socket
 import ssl
+import traceback
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ClassVar
@@ -19,12 +20,15 @@ from typing import Any, ClassVar
 import gevent
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchemeError
 from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
 
+from poolbench_locust.access import Access, access_for
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
+from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import (
@@ -32,14 +36,12 @@ from poolbench_locust.wire import (
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
-    TEI_PRESENCE_HEADER,
-    TEI_TIMING_HEADERS,
-    TEI_TOKENS_HEADER,
 )
-from poolbench_locust.workload import PreparedRequest, arrival, request_pool
+from poolbench_locust.workload import PreparedRequest, request_pool
 from poolbench_locust.workload.arrival import OPEN_LOOP
 from poolbench_locust.workload.datasets import dataset_for
 from poolbench_locust.workload.tokens import counter_for
+from poolbench_locust.workload.warmup import WARMUP
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,11 @@ ANY_STATUS = frozenset(range(100, 600))
 accepting every status lets the engine read the error body for its message, on a connection
 that stays usable."""
 
+FOLLOWED_REDIRECTS = frozenset({307, 308})
+"""The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
+whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
+MAX_REDIRECTS = 5
+
 
 @dataclass
 class Plan:
@@ -66,8 +73,15 @@ class Plan:
     requests: list[PreparedRequest]
     client_token_source: str
     """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
+    access: Access
+    """The API key sent (in `headers`) and the TLS checks of the host."""
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        """What no message, log line or report may show."""
+        return (self.access.api_key, self.access.host_password)
 
 
 def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
@@ -79,24 +93,31 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
             "--encoding-format",
             f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
         )
+    if (refused := endpoint.refused_option(settings)) is not None:
+        flag, why = refused
+        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
+        given = flag if value is True else f"{flag} {value}"
+        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
-_plans: dict[tuple[type, Settings], Plan] = {}
+_plans: dict[tuple[type, Settings, str | None, Access], Plan] = {}
 
 
 def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
     """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
     settings = Settings.from_options(options)
-    key = (user_class, settings)
+    target = host or user_class.host or getattr(options, "host", None)
+    access = access_for(options, settings.api_key, target)
+    key = (user_class, settings, target, access)
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        counter = counter_for(settings, host or user_class.host or getattr(options, "host", None))
+        counter = counter_for(settings, target, access.api_key)
         route = settings.endpoint_path or endpoint.route
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
-        if settings.api_key:
-            headers["Authorization"] = f"Bearer {settings.api_key}"
+        if access.api_key:
+            headers["Authorization"] = f"Bearer {access.api_key}"
         plan = Plan(
             settings=settings,
             route=route,
@@ -104,6 +125,7 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
             headers=headers,
             requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
             client_token_source=counter.source,
+            access=access,
             dims=settings.dimensions,
         )
         _plans[key] = plan
@@ -129,6 +151,12 @@ def _pre_header_failure(error: BaseException, deadline: gevent.Timeout) -> str:
         return "socket timeout waiting for the response headers (--request-timeout)"
     if isinstance(error, HTTPParseError):
         return f"invalid HTTP response: {error}"
+    if isinstance(error, RetriesExceeded) and "Redirection limit" in str(error):
+        return f"redirected more than {MAX_REDIRECTS} times (307/308)"
+    if isinstance(error, UnsupportedRedirectSchemeError):
+        return f"redirected to a URL that is not http(s): {getattr(error, 'text', '')}"
+    if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not
+        return f"TLS error: certificate verify failed: {error.verify_message} (--tls-verify)"
     if isinstance(error, ssl.SSLError):
         return f"TLS error: {error.reason or error}"
     if isinstance(error, OSError):
@@ -165,18 +193,6 @@ def _error_message(status: int, content_type: str, body: bytes, headers: Any) ->
     return f"HTTP {status}: {text or 'no error message'}{suffix}"
 
 
-def _server_timings(headers: Any, context: dict[str, Any]) -> int | None:
-    """Copy the server-side timings a server such as TEI sends into context; return its token count."""
-    if headers.get(TEI_PRESENCE_HEADER) is None:  # TEI sends them all or none: one lookup, not six
-        return None
-    for header, key in TEI_TIMING_HEADERS.items():
-        value = headers.get(header)
-        if isinstance(value, str) and value.isdigit():
-            context[key] = int(value)
-    tokens = headers.get(TEI_TOKENS_HEADER)
-    return int(tokens) if isinstance(tokens, str) and tokens.isdigit() else None
-
-
 class EndpointUser(FastHttpUser):
     """Sends the endpoint's requests in a closed loop and measures each to its last byte.
 
@@ -201,9 +217,14 @@ class EndpointUser(FastHttpUser):
             # a little later, so that a timeout is always reported the same way.
             self.connection_timeout = self.plan.settings.request_timeout
             self.network_timeout = self.plan.settings.request_timeout + 1.0
+            self.insecure = not self.plan.access.tls_verify
+            self.ssl_context_factory = self.plan.access.ssl_context_factory()
         super().__init__(environment)
         agent = self.client.client
         agent.valid_response_codes = ANY_STATUS
+        agent.redirect_response_codes = FOLLOWED_REDIRECTS
+        agent.max_redirects = MAX_REDIRECTS
+        self._failure_rows = messages.failure_rows(environment)
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
         # about a tenth of a small request's client CPU (bench/client_cost.py).
         agent.cookiejar = None
@@ -245,7 +266,7 @@ class EndpointUser(FastHttpUser):
         deadline.start()
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = plan.settings.warmup > 0 and start - arrival.test_started_at < plan.settings.warmup
+        warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
         if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
             self.client.request_event = _UNCOUNTED
         try:
@@ -263,7 +284,10 @@ class EndpointUser(FastHttpUser):
                 try:
                     received, failure = self._consume(plan, resp, req, deadline, start, context)
                 except Exception as e:  # a bug here must still be one counted failure, never a lost event
-                    logger.exception("unexpected error while reading the answer")
+                    trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
+                    logger.error(
+                        "unexpected error while reading the answer: %s", messages.clean(trace, plan.secrets, 4000)
+                    )
                     resp.release()
                     received, failure = 0, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
@@ -279,7 +303,7 @@ class EndpointUser(FastHttpUser):
                 if failure is None:
                     resp.success()
                 else:
-                    resp.failure(failure)
+                    resp.failure(self._failure_rows.row(messages.clean(failure, plan.secrets)))
         finally:
             deadline.close()
             if warming:
@@ -300,9 +324,15 @@ class EndpointUser(FastHttpUser):
         context["ttfb_ms"] = (perf_counter() - start) * 1000
         headers = resp.headers
         try:
-            header_tokens = _server_timings(headers, context)
             status = resp.status_code
             content_type = _content_type(headers)
+            if 300 <= status < 400:  # one not followed: not an answer to this request
+                body = self._read(resp, keep=False, limit=ERROR_BODY_LIMIT, deadline=deadline)
+                location = headers.get("location")
+                return (
+                    body.wire_bytes,
+                    f"redirected to {location if isinstance(location, str) else 'nowhere'} (status {status})",
+                )
             if not 200 <= status < 300:
                 body = self._read(resp, keep=True, limit=ERROR_BODY_LIMIT, deadline=deadline)
                 return body.wire_bytes, _error_message(status, content_type, body.data or b"", headers)
@@ -317,6 +347,7 @@ class EndpointUser(FastHttpUser):
                 body = self._read(resp, keep=True, deadline=deadline)
                 tokens = checks.check_json(self.endpoint, body, req, settings).prompt_tokens
                 source = "server"
+            header_tokens = checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
         if tokens is None:
@@ -348,7 +379,8 @@ class EndpointUser(FastHttpUser):
             head = checks.first_vector_size(meta) if settings.check_vectors else 0
             body = self._read(resp, keep=False, head=head, deadline=deadline)
             return body, checks.check_bytes(meta, body, req, settings), "metadata"
-        head = (plan.dims or 0) * width if settings.check_vectors else 0
+        # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
+        head = (plan.dims * width if plan.dims else checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
         body = self._read(resp, keep=False, head=head, deadline=deadline)
         plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source

@@ -20,7 +20,10 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.metrics.report import HEADER, console_table, rows
+from poolbench_locust.metrics.console import console_table
+from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
+from poolbench_locust.metrics.report import HEADER, rows
+from poolbench_locust.metrics.shipping import Inbox, Outbox
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -112,27 +115,32 @@ def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
         )
 
 
-def _history_writer(environment: Environment, stats: PoolingStats, path: str) -> None:
-    """A row per interval, like Locust's PREFIX_stats_history.csv (Aggregated only, or every name
-    with --csv-full-history)."""
-    full = bool(getattr(environment.parsed_options, "stats_history_enabled", False))
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["Timestamp", "User Count", *HEADER])
-        while True:
-            gevent.sleep(CSV_STATS_INTERVAL_SEC)
-            runner = environment.runner
-            if runner is None or runner.state not in ("spawning", "running"):
-                continue
-            table = rows(stats)
-            for row in table if full else table[-1:]:
-                writer.writerow(
-                    [int(time.time()), runner.user_count, *("" if row[c] is None else row[c] for c in HEADER)]
-                )
-            f.flush()
+class _HistoryCsv:
+    """PREFIX_pooling_history.csv: a row per sample, like Locust's PREFIX_stats_history.csv (the
+    Aggregated row, or every name with --csv-full-history), with the current-window percentiles."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "w", newline="")  # noqa: SIM115 (open for the whole run, closed at quitting)
+        self._writer = csv.writer(self._file)
+        self._writer.writerow(["Timestamp", "User Count", *HEADER, *WINDOW_COLUMNS])
+        self._file.flush()
+
+    def write(self, sample: Sample) -> None:
+        for row in sample["rows"]:
+            self._writer.writerow(
+                [
+                    int(sample["time"]),
+                    sample["user_count"],
+                    *("" if row[c] is None else row[c] for c in (*HEADER, *WINDOW_COLUMNS)),
+                ]
+            )
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
 
 
-def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats: PoolingStats) -> None:
+def _final_reports_on_stop(environment: Environment, runner: MasterRunner, inbox: Inbox) -> None:
     """Make every worker stop its users and send its last figures before the master stops counting.
 
     Locust's master waits only 0.5 s for the workers' last reports after it tells them to quit, and a
@@ -143,7 +151,7 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
     arrived: set[str] = set()
 
     def on_final(msg: Any, **_: Any) -> None:
-        stats.merge_report(msg.data)
+        inbox.merge(msg.node_id, msg.data)
         arrived.add(msg.node_id)
 
     runner.register_message(FINAL_MESSAGE, on_final)
@@ -160,10 +168,10 @@ def _final_reports_on_stop(environment: Environment, runner: MasterRunner, stats
             logger.warning("No final pooling report from %d worker(s): %s", len(missing), ", ".join(sorted(missing)))
 
 
-def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats) -> None:
+def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats, outbox: Outbox) -> None:
     def on_stop(**_: Any) -> None:
         runner.stop()  # users finish their request (--stop-timeout) and fire its event first
-        runner.send_message(FINAL_MESSAGE, stats.take_report())
+        runner.send_message(FINAL_MESSAGE, outbox.report(stats))
 
     runner.register_message(STOP_MESSAGE, on_stop)
 
@@ -173,34 +181,38 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     stats = stats_of(environment)
     environment.events.request.add_listener(stats.on_request)
     environment.events.reset_stats.add_listener(stats.reset)
+    environment.events.reset_stats.add_listener(history_of(environment).clear)
     if isinstance(runner, WorkerRunner):
+        outbox = Outbox()
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data[REPORT_KEY] = stats.take_report()
+            data[REPORT_KEY] = outbox.report(stats)
 
-        _send_final_report_on_request(runner, stats)
+        _send_final_report_on_request(runner, stats, outbox)
         return
     if isinstance(runner, MasterRunner):
+        inbox = Inbox(environment, stats)
 
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
-                stats.merge_report(data[REPORT_KEY])
+                inbox.merge(client_id, data[REPORT_KEY])
 
-        _final_reports_on_stop(environment, runner, stats)
+        _final_reports_on_stop(environment, runner, inbox)
 
     if web_ui is not None:
         _install_web_ui(environment, stats)
     options = environment.parsed_options
     prefix = getattr(options, "csv_prefix", None)
-    if prefix:
-        gevent.spawn(_history_writer, environment, stats, f"{prefix}_pooling_history.csv")
+    history_csv = _HistoryCsv(f"{prefix}_pooling_history.csv") if prefix else None
+    gevent.spawn(sample_while_running, environment, stats, history_csv.write if history_csv else None)
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:
-        if stats.total.requests == 0:
-            stats.start_time = time.time()
+        # A new run (the web UI's START after STOP) starts from zero, as Locust's own stats do.
+        stats.reset()
+        history_of(environment).clear()
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
@@ -211,6 +223,8 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.2)
             with open(f"{prefix}_pooling.csv", "w", newline="") as f:
                 f.write(csv_text(rows(stats)))
+        if history_csv is not None:
+            history_csv.close()
         html_file = getattr(options, "html_file", None)
         if html_file:
             with open(html_file, encoding="utf-8") as f:

@@ -83,7 +83,6 @@ class OpenLoop:
 
 
 OPEN_LOOP = OpenLoop()
-test_started_at: float = 0.0
 
 
 @events.init.add_listener
@@ -97,8 +96,6 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
-    global test_started_at
-    test_started_at = perf_counter()
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
     OPEN_LOOP.reset(seed=int(getattr(environment.parsed_options, "seed", 0) or 0) * 1000 + worker)

@@ -49,6 +49,7 @@ class SweepShape(LoadTestShape):
         self.rows: list[list[Any]] = []
         self._mark: dict[str, Any] | None = None
         self._ended_at: float | None = None
+        self._finished = False
 
     def tick(self) -> tuple[int, float] | None:
         step = int(self.get_run_time() // self.settings.sweep_step_time)
@@ -109,6 +110,13 @@ class SweepShape(LoadTestShape):
             )
         self._mark = now
 
+    def finish(self) -> None:
+        """Close the last step when the run ends, once, whoever asks first (this module's quitting
+        listener or the charts'): its figures are final only then."""
+        if self.step >= 0 and not self._finished:
+            self._finished = True
+            self._close_step()
+
     def write(self, path: str) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
@@ -131,10 +139,16 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     shape.runner = runner
     environment.shape_class = shape
 
+    @environment.events.reset_stats.add_listener
+    def restart_the_step(**_: Any) -> None:
+        # Reset stats (the end of --warmup, or the web UI's button): the step's figures start again
+        # from zero now, so its seconds do too; a mark from before would make them negative.
+        if shape._mark is not None:
+            shape._mark = {"requests": 0, "failures": 0, "times": {}, "tokens": 0, "at": shape.get_run_time()}
+
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
-        if shape.step >= 0:
-            shape._close_step()  # the last step ends with the run: its figures are final only now
+        shape.finish()
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
             shape.write(f"{prefix}_sweep.csv")

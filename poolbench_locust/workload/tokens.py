@@ -10,6 +10,7 @@ from typing import Protocol
 
 import orjson
 
+from poolbench_locust.endpoints.spec import AnswerError, token_count
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import count_words
 
@@ -73,12 +74,12 @@ class TokenizeRoute:
 
     source = "client-tokenize"
 
-    def __init__(self, host: str, settings: Settings) -> None:
+    def __init__(self, host: str, settings: Settings, api_key: str | None) -> None:
         self._url = host.rstrip("/") + "/tokenize"
         self._model = settings.model
         self._headers = {"Content-Type": "application/json"}
-        if settings.api_key:
-            self._headers["Authorization"] = f"Bearer {settings.api_key}"
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = settings.request_timeout
         self._counts: dict[str, int] = {}
         self.max_model_len: int | None = None
@@ -92,18 +93,17 @@ class TokenizeRoute:
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 doc = orjson.loads(response.read(TOKENIZE_ANSWER_LIMIT))
-            count = doc["count"]
+            # A count that is not plausible would reach every request's stats, and the workers' reports.
+            count = token_count(doc["count"], "count")
+            if count is None:
+                raise KeyError("count")
         except urllib.error.HTTPError as e:
             raise OptionError("--count-tokens-with-server", f"{self._url} answered HTTP {e.code}") from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AnswerError) as e:
             raise OptionError("--count-tokens-with-server", f"{self._url} gave no token count: {e}") from None
-        # Untrusted: a count must be a whole number a text of this size could have.
-        if (
-            not isinstance(count, int)
-            or isinstance(count, bool)
-            or not 0 <= count <= len(text.encode()) + MAX_SPECIAL_TOKENS
-        ):
-            raise OptionError("--count-tokens-with-server", f"{self._url} gave an impossible token count: {count!r}")
+        # and one a text of this size could have: a few special tokens past one token per byte
+        if count > len(text.encode()) + MAX_SPECIAL_TOKENS:
+            raise OptionError("--count-tokens-with-server", f"{self._url} gave an impossible token count: {count}")
         limit = doc.get("max_model_len")
         if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < 2**31:
             self.max_model_len = limit
@@ -111,11 +111,11 @@ class TokenizeRoute:
         return count
 
 
-def counter_for(settings: Settings, host: str | None) -> TokenCounter:
+def counter_for(settings: Settings, host: str | None, api_key: str | None = None) -> TokenCounter:
     if settings.tokenizer:
         return TokenizerFile(settings.tokenizer)
     if settings.count_tokens_with_server:
         if not host:
             raise OptionError("--count-tokens-with-server", "needs --host")
-        return TokenizeRoute(host, settings)
+        return TokenizeRoute(host, settings, api_key)
     return WordEstimate()

@@ -1,0 +1,295 @@
+"""poolbench-compare BASE.json NEW.json [more...]: run against run, figure by figure.
+
+For each request name (and the total, and each sweep step) a table of the key figures: the base
+run's, and for each other run its value, the change and the relative change, marked `*` where the
+change is beyond the run-to-run noise (noise.py). `--max-regression 5%` exits 1 when a marked
+change makes a figure worse by more than that (a throughput down, a time up); `--html FILE` writes
+the tables and the runs' curves overlaid, one page with inline SVG and nothing fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from poolbench_locust.metrics.collector import AGGREGATED
+from poolbench_locust.results.document import FORMAT, FORMAT_VERSION
+from poolbench_locust.results.noise import FIGURES, STEP_FIGURES, Change, Figure, change, chunks, relative_error, value
+from poolbench_locust.results.series import Block
+
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+MAX_FILE_BYTES = 1 << 30
+
+
+class ResultError(ValueError):
+    """A file that is not a poolbench-locust JSON result this version reads; its text is the one line."""
+
+
+@dataclass
+class Section:
+    """What one table compares: a request name's figures, or a sweep step's, in each run."""
+
+    title: str
+    figures: tuple[Figure, ...]
+    rows: list[dict[str, dict[str, Any]] | None]
+    """Per run: {"pooling": row, "locust": row} or {"step": row}; None where the run lacks it."""
+    blocks: list[list[Block]]
+    changes: list[dict[str, Change]] = field(default_factory=list)
+    """Per run after the base: figure title -> change."""
+
+
+@dataclass
+class Run:
+    path: str
+    doc: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return Path(self.path).name
+
+
+def load(path: str) -> Run:
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ResultError(f"{path}: {size} bytes, more than a result ever holds")
+        doc = orjson.loads(Path(path).read_bytes())
+    except OSError as e:
+        raise ResultError(f"{path}: {e.strerror or e}") from None
+    except orjson.JSONDecodeError as e:
+        raise ResultError(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ResultError(f'{path}: not a poolbench-locust result (no "format": "{FORMAT}")')
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise ResultError(f"{path}: format_version {doc.get('format_version')!r}; this version reads {FORMAT_VERSION}")
+    for key in ("requests", "total"):
+        if not isinstance(doc.get(key), list if key == "requests" else dict):
+            raise ResultError(f"{path}: field {key!r} missing or of the wrong type")
+    return Run(path, doc)
+
+
+def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    entries = [e for e in doc["requests"] if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    by_name = {f"{e.get('method') or ''} {e['name']}".strip(): e for e in entries}
+    by_name[AGGREGATED] = doc["total"]
+    return by_name
+
+
+def blocks_of(entry: dict[str, Any] | None) -> list[Block]:
+    series = (entry or {}).get("series")
+    return [b for b in series if _is_block(b)] if isinstance(series, list) else []
+
+
+def _is_block(block: Any) -> bool:
+    counts = ("seconds", "requests", "failures", "e2e_sum_ms", "input_tokens", "sequences", "bytes")
+    return (
+        isinstance(block, dict)
+        and all(value(block.get(k)) is not None and block[k] >= 0 for k in counts)
+        and isinstance(block.get("timings"), dict)
+        and all(
+            isinstance(h, dict) and all(k.isdigit() and value(n) is not None and n >= 0 for k, n in h.items())
+            for h in block["timings"].values()
+        )
+    )
+
+
+def sections(runs: Sequence[Run]) -> list[Section]:
+    per_run = [_entries(r.doc) for r in runs]
+    names = [n for n in per_run[0] if n != AGGREGATED]
+    names += [n for entries in per_run[1:] for n in entries if n != AGGREGATED and n not in names]
+    out = []
+    for name in [*names, AGGREGATED]:
+        entries = [entries.get(name) for entries in per_run]
+        rows = [
+            None if e is None else {"pooling": e.get("pooling") or {}, "locust": e.get("locust") or {}} for e in entries
+        ]
+        out.append(Section(name, FIGURES, rows, [blocks_of(e) for e in entries]))
+    out.extend(_step_sections(runs))
+    return out
+
+
+def _step_sections(runs: Sequence[Run]) -> list[Section]:
+    sweeps = [r.doc.get("sweep") if isinstance(r.doc.get("sweep"), dict) else None for r in runs]
+    if sweeps[0] is None or not isinstance(sweeps[0].get("steps"), list):
+        return []
+    out = []
+    for i, _ in enumerate(sweeps[0]["steps"]):
+        rows: list[dict[str, dict[str, Any]] | None] = []
+        blocks: list[list[Block]] = []
+        for run, sweep in zip(runs, sweeps, strict=True):
+            steps = sweep.get("steps") if sweep else None
+            step = steps[i] if isinstance(steps, list) and i < len(steps) and isinstance(steps[i], dict) else None
+            rows.append(None if step is None else {"step": step})
+            blocks.append(_step_blocks(run, step))
+        target = (rows[0] or {}).get("step", {}).get("Target")
+        by = sweeps[0].get("by", "")
+        out.append(Section(f"sweep step {i + 1} ({by} {target})", STEP_FIGURES, rows, blocks))
+    return out
+
+
+def _step_blocks(run: Run, step: dict[str, Any] | None) -> list[Block]:
+    start, end = (value((step or {}).get(k)) for k in ("start_time", "end_time"))
+    if start is None or end is None:
+        return []
+    return [b for b in blocks_of(run.doc["total"]) if start <= b["time"] < end]
+
+
+def figure_value(figure: Figure, row: dict[str, dict[str, Any]] | None) -> float | None:
+    return None if row is None else value(row.get(figure.source, {}).get(figure.column))
+
+
+def compare(runs: Sequence[Run]) -> list[Section]:
+    out = sections(runs)
+    for section in out:
+        pieces = [chunks(blocks) for blocks in section.blocks]
+        errors = [{f.title: relative_error(f, p) for f in section.figures} for p in pieces]
+        for i in range(1, len(runs)):
+            section.changes.append(
+                {
+                    f.title: change(
+                        f,
+                        figure_value(f, section.rows[0]),
+                        figure_value(f, section.rows[i]),
+                        errors[0][f.title],
+                        errors[i][f.title],
+                    )
+                    for f in section.figures
+                }
+            )
+    return out
+
+
+def regressions(found: Sequence[Section], runs: Sequence[Run], limit: float) -> list[str]:
+    """One line per figure made worse by more than `limit` (a fraction): by a marked change, or, where
+    a run was too short to estimate its noise, by the change alone (a gate never passes unseen)."""
+    lines = []
+    for section in found:
+        for i, changes in enumerate(section.changes, start=1):
+            for figure in section.figures:
+                c = changes[figure.title]
+                unknown = c.noise is None
+                if (c.significant or unknown) and c.worse_by(figure) > limit:
+                    why = "noise unknown (a run too short)" if unknown else "beyond noise"
+                    lines.append(
+                        f"{runs[i].label}: {section.title}: {figure.title} {fmt(c.base)} -> {fmt(c.new)} "
+                        f"({percent(c.relative)}), {why}, worse than --max-regression {limit * 100:g}%"
+                    )
+    return lines
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 100 or x == int(x):
+        return f"{x:,.0f}" if abs(x) >= 1000 or x == int(x) else f"{x:.1f}"
+    return f"{x:.3g}" if abs(x) < 1 else f"{x:.2f}"
+
+
+def percent(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def signed(x: float | None) -> str:
+    return "-" if x is None else ("+" if x >= 0 else "-") + fmt(abs(x))
+
+
+def mark(c: Change) -> str:
+    return "*" if c.significant else ("?" if c.noise is None and c.delta else "")
+
+
+def cells(section: Section, figure: Figure) -> list[str]:
+    """A figure's row as shown: its name, the base's value, then each run's value, change, % and mark."""
+    line = [figure.label, fmt(figure_value(figure, section.rows[0]))]
+    for changes in section.changes:
+        c = changes[figure.title]
+        line += [fmt(c.new), signed(c.delta), percent(c.relative), mark(c)]
+    return line
+
+
+def text_tables(found: Sequence[Section], runs: Sequence[Run]) -> str:
+    lines = [f"base: {runs[0].path}"] + [f"new {i}: {r.path}" for i, r in enumerate(runs[1:], start=1)]
+    for section in found:
+        header = ["figure", "base"]
+        for i in range(1, len(runs)):
+            header += [f"new {i}", "change", "%", ""]
+        table = [header]
+        for figure in section.figures:
+            line = [
+                figure.title + (f" ({figure.unit})" if figure.unit else ""),
+                fmt(figure_value(figure, section.rows[0])),
+            ]
+            for changes in section.changes:
+                c = changes[figure.title]
+                line += [fmt(c.new), signed(c.delta), percent(c.relative), mark(c)]
+            table.append(line)
+        widths = [max(len(r[j]) for r in table) for j in range(len(header))]
+        lines += ["", f"== {section.title}"]
+        lines += [
+            "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths, strict=True)))
+            for r in table
+        ]
+    lines += [
+        "",
+        "* beyond run-to-run noise: the change exceeds 3 standard errors of the difference (bootstrap over",
+        "  each run's seconds) and the histogram's resolution. ? the run is too short to estimate its noise.",
+    ]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def parse_limit(text: str) -> float:
+    raw = text.strip().removesuffix("%")
+    try:
+        percent = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a percentage such as 5%, got {text!r}") from None
+    if not 0 <= percent < 1000:
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0% to 1000%, got {text!r}")
+    return percent / 100
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="poolbench-compare",
+        description="Compare poolbench-locust JSON results (--json-result): the first is the base.",
+    )
+    parser.add_argument("base", help="the base run's JSON result")
+    parser.add_argument("new", nargs="+", help="runs to compare against the base")
+    parser.add_argument("--html", metavar="FILE", help="also write the tables and the runs' curves to this HTML page")
+    parser.add_argument(
+        "--max-regression",
+        type=parse_limit,
+        metavar="PERCENT",
+        help="exit 1 when a change beyond noise makes a figure worse by more than this (e.g. 5%%)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        runs = [load(p) for p in [args.base, *args.new]]
+    except ResultError as e:
+        print(f"poolbench-compare: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    found = compare(runs)
+    sys.stdout.write(text_tables(found, runs))
+    if args.html:
+        from poolbench_locust.results.page import html_page
+
+        try:
+            Path(args.html).write_text(html_page(found, runs), encoding="utf-8")
+        except OSError as e:
+            print(f"poolbench-compare: --html {args.html}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.max_regression is not None and (bad := regressions(found, runs, args.max_regression)):
+        for line in bad:
+            print(f"Regression: {line}", file=sys.stderr)
+        return EXIT_REGRESSION
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

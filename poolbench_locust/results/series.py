@@ -1,0 +1,176 @@
+"""What each second of the run added, per request name and in total: the blocks that
+`poolbench-compare` resamples to tell a real change from run-to-run noise.
+
+The history (metrics/history.py) keeps the pooling table as it stood each second: running totals
+and percentiles since the start, good for curves, useless for noise. A block here is the
+difference between two snapshots a second apart: requests, failures and the sum of their times
+(Locust's own stats), tokens, sequences and bytes (the pooling stats), and the histograms of the
+times (Locust's bucketing). The blocks of a run add up exactly to its totals: the last one is taken
+when the document is written, after the workers' last reports.
+
+On a master a block holds what the workers' reports brought in that second (each worker reports
+every 3 s), not what was sent in it: compare merges seconds into blocks of several seconds before
+resampling. Memory stays bounded: past MAX_BLOCKS, neighbouring blocks are merged in pairs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.stats import StatsEntry
+
+from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
+
+MAX_BLOCKS = 600
+"""Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
+compare merges them into at most 100 chunks anyway, and a block's histograms weigh some kB."""
+SAMPLE_INTERVAL_S = 1.0
+
+Block = dict[str, Any]
+"""{"time": epoch seconds at its start, "seconds": its width, "requests", "failures", "e2e_sum_ms",
+"input_tokens", "sequences", "bytes", "timings": {name: {bucketed ms (as text): count}}}."""
+
+COUNTS = ("requests", "failures", "e2e_sum_ms", "input_tokens", "sequences", "bytes")
+
+
+@dataclass
+class _Snapshot:
+    requests: int = 0
+    failures: int = 0
+    e2e_sum_ms: float = 0.0
+    input_tokens: int = 0
+    sequences: int = 0
+    bytes: int = 0
+    timings: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, locust_entry: StatsEntry | None, pooling_entry: Entry | None) -> _Snapshot:
+        snap = cls()
+        if locust_entry is not None:
+            snap.requests = locust_entry.num_requests
+            snap.failures = locust_entry.num_failures
+            snap.e2e_sum_ms = float(locust_entry.total_response_time)
+            snap.timings["e2e"] = dict(locust_entry.response_times)
+        if pooling_entry is not None:
+            snap.input_tokens = pooling_entry.input_tokens
+            snap.sequences = pooling_entry.sequences
+            snap.bytes = pooling_entry.bytes
+            for key, histogram in pooling_entry.timings.items():
+                if key != "e2e" and histogram.n:  # e2e is Locust's own, of every request of the name
+                    snap.timings[key] = dict(histogram.counts)
+        return snap
+
+    def minus(self, before: _Snapshot, start: float, seconds: float) -> Block:
+        timings: dict[str, dict[str, int]] = {}
+        for key, counts in self.timings.items():
+            old = before.timings.get(key, {})
+            delta = {str(b): n - old.get(b, 0) for b, n in counts.items() if n - old.get(b, 0) > 0}
+            if delta:
+                timings[key] = delta
+        block: Block = {"time": round(start, 3), "seconds": round(seconds, 3)}
+        for name in COUNTS:
+            block[name] = getattr(self, name) - getattr(before, name)
+        block["e2e_sum_ms"] = round(block["e2e_sum_ms"], 3)
+        block["timings"] = timings
+        return block
+
+
+def merge_blocks(blocks: list[Block]) -> Block:
+    """One block covering all of `blocks` (consecutive): counts and histograms added up."""
+    merged: Block = {"time": blocks[0]["time"], "seconds": round(sum(b["seconds"] for b in blocks), 3)}
+    for name in COUNTS:
+        merged[name] = sum(b[name] for b in blocks)
+    timings: dict[str, dict[str, int]] = {}
+    for block in blocks:
+        for key, counts in block["timings"].items():
+            into = timings.setdefault(key, {})
+            for bucket, n in counts.items():
+                into[bucket] = into.get(bucket, 0) + n
+    merged["timings"] = timings
+    return merged
+
+
+Key = tuple[str, str]
+"""(method, name) as Locust keys its entries; the total is ("", "Aggregated")."""
+TOTAL: Key = ("", AGGREGATED)
+
+
+@dataclass
+class Series:
+    blocks: dict[Key, list[Block]] = field(default_factory=dict)
+    width: float = SAMPLE_INTERVAL_S
+    """Seconds per kept block: doubles each time the lists are thinned."""
+    _last: dict[Key, _Snapshot] = field(default_factory=dict)
+    _last_time: float | None = None
+    _pending: int = 0
+    """Samples taken since the last kept block, when the width has grown: merged into the next one."""
+    _parts: dict[Key, list[Block]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.blocks.clear()
+        self._last.clear()
+        self._parts.clear()
+        self._last_time = None
+        self._pending = 0
+        self.width = SAMPLE_INTERVAL_S
+
+    def _snapshots(self, environment: Environment, stats: PoolingStats) -> dict[Key, _Snapshot]:
+        locust_stats = environment.stats
+        snaps: dict[Key, _Snapshot] = {TOTAL: _Snapshot.of(locust_stats.total, stats.total)}
+        for (name, method), entry in list(locust_stats.entries.items()):
+            snaps[(method, name)] = _Snapshot.of(entry, stats.entries.get(name))
+        return snaps
+
+    def sample(self, environment: Environment, stats: PoolingStats, now: float | None = None) -> None:
+        """Add the block since the previous sample (the first one starts at the stats' start time)."""
+        now = time.time() if now is None else now
+        snaps = self._snapshots(environment, stats)
+        start = self._last_time if self._last_time is not None else stats.start_time
+        for key, snap in snaps.items():
+            block = snap.minus(self._last.get(key, _Snapshot()), start, max(now - start, 0.0))
+            self._parts.setdefault(key, []).append(block)
+        self._last, self._last_time = snaps, now
+        self._pending += 1
+        if self._pending * SAMPLE_INTERVAL_S < self.width - 1e-9:
+            return
+        self._pending = 0
+        for key, parts in self._parts.items():
+            self.blocks.setdefault(key, []).append(merge_blocks(parts) if len(parts) > 1 else parts[0])
+        self._parts = {}
+        if max((len(b) for b in self.blocks.values()), default=0) > MAX_BLOCKS:
+            for key, blocks in self.blocks.items():
+                self.blocks[key] = [merge_blocks(blocks[i : i + 2]) for i in range(0, len(blocks), 2)]
+            self.width *= 2
+
+    def final(self, environment: Environment, stats: PoolingStats) -> dict[Key, list[Block]]:
+        """Every block, the part since the last sample included: they add up to the totals. The last
+        one ends at the last request, not now: the seconds of stopping would read as an idle server."""
+        last = stats.total.last
+        end = max(last, self._last_time) if last is not None and self._last_time is not None else None
+        self.sample(environment, stats, end)
+        for key, parts in self._parts.items():
+            self.blocks.setdefault(key, []).append(merge_blocks(parts))
+        self._parts = {}
+        self._pending = 0
+        return self.blocks
+
+
+def series_of(environment: Environment) -> Series:
+    series = getattr(environment, "poolbench_series", None)
+    if series is None:
+        series = environment.poolbench_series = Series()  # type: ignore[attr-defined]
+    return series
+
+
+def sample_while_running(environment: Environment, stats: PoolingStats) -> None:
+    """Run forever in a greenlet on the master (or the only process): a block a second while users run."""
+    series = series_of(environment)
+    while True:
+        gevent.sleep(SAMPLE_INTERVAL_S)
+        runner = environment.runner
+        if runner is not None and runner.state in ("spawning", "running", "stopping"):
+            series.sample(environment, stats)

@@ -1,0 +1,109 @@
+"""--json-result FILE: the run's JSON result, written by the master (or the only process) at exit."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.options import Option, OptionError, register
+from poolbench_locust.results import document
+from poolbench_locust.results.series import sample_while_running, series_of
+
+logger = logging.getLogger("poolbench_locust")
+
+
+def _result_path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a file name, got an empty one")
+    return text
+
+
+OPTIONS = (
+    Option(
+        "--json-result",
+        _result_path,
+        None,
+        "Write the run's figures to this JSON file at exit (schema: poolbench_locust/results/schema.json).",
+    ),
+)
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser: Any) -> None:
+    register(parser, "poolbench-locust results", OPTIONS)
+    for action in parser._actions:
+        if action.dest == "json_result":
+            # read once at start, a path on the master's disk: a web-UI field for it would do nothing
+            action.include_in_web_ui = False
+
+
+def path_error(path: str) -> str | None:
+    """Why the result could not be written there, found at start rather than after an hour's run."""
+    if os.path.isdir(path):
+        return f"{path} is a directory"
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        return f"cannot write {path}: {existing} is not a writable directory"
+    return None
+
+
+@events.init.add_listener
+def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner) or runner is None:
+        return  # a worker's figures reach the document through the master
+    path = getattr(environment.parsed_options, "json_result", None)
+    if not path:
+        return  # no blocks kept either: a run without a result pays nothing for it
+    if (error := path_error(path)) is not None:
+        logger.error("%s", OptionError("--json-result", error))
+        sys.exit(1)
+    stats = stats_of(environment)
+    series = series_of(environment)
+    environment.events.reset_stats.add_listener(series.clear)
+    environment.events.test_start.add_listener(lambda **_: series.clear())  # a web UI re-run starts anew
+    gevent.spawn(sample_while_running, environment, stats)
+    ended: list[float] = []
+    workers = [0]
+    """The most workers seen at a start or a stop: by quit, they have all left."""
+
+    def count_workers() -> None:
+        workers[0] = max(workers[0], getattr(runner, "worker_count", 1))
+
+    environment.events.test_start.add_listener(lambda **_: count_workers())
+
+    @environment.events.test_stop.add_listener
+    def stopped(**_: Any) -> None:
+        ended.append(time.time())
+        count_workers()
+
+    @environment.events.quit.add_listener
+    def write(exit_code: int | None = None, **_: Any) -> None:
+        # quit comes after every quitting listener: the workers' last reports are merged, the CSV
+        # files written and the sweep's last step closed, so the document says what they say.
+        doc = document.build(
+            environment,
+            stats,
+            series.final(environment, stats),
+            ended_at=ended[-1] if ended else None,
+            exit_code=exit_code,
+            workers=workers[0],
+        )
+        try:
+            document.write(path, doc)
+        except OSError as e:
+            logger.error("--json-result %s: could not write it: %s", path, e.strerror or e)
+            return
+        logger.info("JSON result written to %s", path)

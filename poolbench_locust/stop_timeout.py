@@ -1,0 +1,53 @@
+"""The requests in flight when a run stops are reported, not dropped.
+
+Locust's default `--stop-timeout` is 0: at the end of a run it kills every user at once, and the
+requests they had in flight never fire their event (16 answered, 12 counted, in one run). A
+poolbench-locust request ends by itself within `--request-timeout`, so for these User classes a
+stop timeout of 0 becomes the longest `--request-timeout` of the run: users finish the request in
+flight, fire its event, and stop. A positive `--stop-timeout` is kept as given. In distributed
+mode the master's value is the one that counts: Locust sends it to the workers with every spawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.options import OptionError, Settings
+
+logger = logging.getLogger("poolbench_locust")
+_OURS = "poolbench_stop_timeout_set"
+"""Marks a stop timeout set here, so that a --request-timeout changed in the web UI moves it too."""
+
+
+def default_stop_timeout(environment: Environment) -> float | None:
+    """The stop timeout these User classes need, or None when the one Locust has is to be kept."""
+    if environment.stop_timeout and not getattr(environment, _OURS, False):
+        return None
+    if not any(issubclass(u, EndpointUser) for u in environment.user_classes):
+        return None
+    try:
+        return Settings.from_options(environment.parsed_options).request_timeout
+    except OptionError:
+        return None  # the start checks say why, in one line
+
+
+def _apply(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    if (seconds := default_stop_timeout(environment)) is not None:
+        environment.stop_timeout = seconds
+        setattr(environment, _OURS, True)
+        logger.debug("--stop-timeout 0: waiting up to --request-timeout (%g s) for requests in flight at stop", seconds)
+
+
+@events.init.add_listener
+def on_init(environment: Environment, **_: Any) -> None:
+    _apply(environment)
+    # The web UI's form may change --request-timeout before the run starts.
+    environment.events.test_start.add_listener(lambda **kw: _apply(environment))

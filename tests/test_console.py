@@ -1,0 +1,119 @@
+"""The console summary after a run: the client's count and the gap beside the server's where both
+exist, a warning in the log when the gap stays large, thousands separators, and the demo's mock
+answering with a time to headers and a body transfer that the table can split."""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.console import cell, console_table
+from poolbench_locust.metrics.tokengap import MIN_REQUESTS, GapWatch
+from tests.hostile import LISTENING, response, serve_requests
+from tests.test_cli import ROOT, csv_rows, locust
+
+
+def _feed(stats: PoolingStats, n: int, server: int, client: int | None, name: str = "/embeddings") -> None:
+    context = {"sequences": 1, "input_tokens": server, "token_source": "server", "ttfb_ms": 20.0}
+    if client is not None:
+        context |= {"client_tokens": client, "client_token_source": "client-estimate"}
+    for _ in range(n):
+        stats.on_request(name=name, response_time=25.0, response_length=4000, exception=None, context=context)
+
+
+def test_the_console_shows_the_client_count_and_the_gap_when_both_exist() -> None:
+    both, server_only = PoolingStats(), PoolingStats()
+    _feed(both, 3, server=500, client=100)
+    _feed(server_only, 3, server=500, client=None)
+    header = console_table(both)[2].split()
+    assert "Client" in header and "Gap" in header
+    row = console_table(both)[-1].split()
+    assert "300" in row and "400.0" in row  # 3 x 100 client tokens, (1500 - 300) / 300
+    assert "Gap" not in console_table(server_only)[2]
+
+
+def test_large_numbers_have_thousands_separators() -> None:
+    stats = PoolingStats()
+    _feed(stats, 2, server=617_284, client=None)
+    assert "1,234,568" in console_table(stats)[-1]
+    assert [cell(1234567), cell(38641.8), cell(0.093), cell(None), cell("server")] == [
+        "1,234,567", "38,641.8", "0.093", "", "server",
+    ]  # fmt: skip
+
+
+def test_a_gap_beyond_20_percent_is_warned_once_per_name(caplog: pytest.LogCaptureFixture) -> None:
+    stats, watch = PoolingStats(), GapWatch()
+    _feed(stats, MIN_REQUESTS - 1, server=430, client=100)
+    _feed(stats, MIN_REQUESTS, server=104, client=100, name="/close")
+    with caplog.at_level(logging.WARNING, logger="poolbench_locust"):
+        assert watch.check(stats) == []  # too few requests to say it stays
+        _feed(stats, 1, server=430, client=100)
+        first = watch.check(stats)
+        _feed(stats, 5, server=430, client=100)
+        again = watch.check(stats)
+    assert len(first) == 1 and again == []
+    assert first[0].startswith("Token Gap % of /embeddings is +330.0 %")
+    assert "usage is probably not tokens" in first[0]
+    assert [r.getMessage() for r in caplog.records] == first
+
+
+def infinity_counting_characters(sock, conn):  # served by `python -m tests.hostile` for the run below
+    def answer(head: bytes, body: bytes, n: int) -> bytes:
+        texts = orjson.loads(body)["input"]
+        doc = {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": [0.5] * 8, "index": i} for i in range(len(texts))],
+            "usage": {"prompt_tokens": sum(map(len, texts)), "total_tokens": sum(map(len, texts))},
+        }
+        return response(body=orjson.dumps(doc))
+
+    serve_requests(answer)(sock, conn)
+
+
+@pytest.fixture
+def characters_server() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile", "tests.test_console:infinity_counting_characters"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        line = os.read(proc.stdout.fileno(), 200).decode() if ready else ""
+        assert line.startswith(LISTENING), line
+        yield line.removeprefix(LISTENING).strip()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_server_counting_characters_shows_in_the_console_and_the_log(characters_server: str, tmp_path) -> None:
+    locustfile = tmp_path / "infinity_embeddings.py"
+    locustfile.write_text("from poolbench_locust import InfinityEmbeddingsUser  # noqa: F401\n")
+    result = locust(
+        "-f", str(locustfile), "--host", characters_server, "--headless", "-u", "2", "-r", "2",
+        "-t", "3s", "--input-len", "8",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = result.stderr[result.stderr.index("Pooling statistics") :]
+    assert "Client Tokens" in summary and "Token Gap %" in summary
+    warnings = [line for line in result.stderr.splitlines() if "Token Gap % of /embeddings" in line]
+    assert len(warnings) == 1 and "WARNING" in warnings[0], warnings
+
+
+def test_the_demo_mock_splits_time_to_headers_and_transfer(tmp_path: Path) -> None:
+    prefix = tmp_path / "demo"
+    result = locust("-f", "locustfiles/demo.py", "--headless", "-u", "4", "-r", "4", "-t", "3s", "--csv", str(prefix))
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
+    ttfb, transfer, e2e = (int(row[f"{what} 50%"]) for what in ("TTFB", "Transfer", "E2E"))
+    assert ttfb >= 20 and transfer >= 4 and e2e >= ttfb + 4, row

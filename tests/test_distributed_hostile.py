@@ -1,0 +1,212 @@
+"""Whole runs against hostile servers in processes of their own: a master and two workers, and the end of a run.
+
+The servers here are handlers for `python -m tests.hostile tests.test_distributed_hostile:NAME`; each
+counts the pooling requests it received and answers `GET /count` with that number.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import logging
+import os
+import select
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import gevent
+import orjson
+import pytest
+import requests
+from locust.env import Environment
+
+from poolbench_locust.metrics import shipping
+from poolbench_locust.metrics.collector import PoolingStats
+from tests.hostile import LISTENING, read_request, response
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = (sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py")
+SHAPE = ("--batch-size", "2", "--input-len", "4")
+FIRST_HOSTILE = 100
+EVERY = 500
+"""The server's answer number FIRST_HOSTILE, and every EVERY-th after it, carries prompt_tokens = 2**63."""
+SLOW_ANSWER_S = 0.3
+
+_received = itertools.count(1)
+_count = 0
+
+
+def _counting(slow_s: float, hostile: bool) -> object:
+    def handler(sock: socket.socket, _conn: int) -> None:
+        global _count
+        while (request := read_request(sock)) is not None:
+            head, body = request
+            if head.startswith(b"GET /count"):
+                sock.sendall(response(200, str(_count).encode(), content_type="text/plain"))
+                continue
+            n = next(_received)
+            _count = n
+            inputs = orjson.loads(body)["input"]
+            tokens = 2**63 if hostile and n >= FIRST_HOSTILE and (n - FIRST_HOSTILE) % EVERY == 0 else 8
+            data = [{"index": i, "object": "embedding", "embedding": [0.5, 0.25]} for i in range(len(inputs))]
+            if slow_s:
+                gevent.sleep(slow_s)
+            answer = {"object": "list", "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+            sock.sendall(response(200, orjson.dumps(answer)))
+
+    return handler
+
+
+implausible_usage = _counting(0.0, hostile=True)
+slow = _counting(SLOW_ANSWER_S, hostile=False)
+
+
+@contextmanager
+def hostile_process(handler: str) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile", f"tests.test_distributed_hostile:{handler}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith(LISTENING), f"hostile server did not start: {line!r}"
+        yield line.removeprefix(LISTENING).strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def aggregated(path: Path) -> dict[str, str]:
+    with path.open() as f:
+        return next(row for row in csv.DictReader(f) if row["Name"] == "Aggregated")
+
+
+def served(url: str) -> int:
+    return int(requests.get(f"{url}/count", timeout=5).text)
+
+
+def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_whole(tmp_path):
+    prefix = tmp_path / "dist"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    with hostile_process("implausible_usage") as url:
+        common = [*LOCUST, "--host", url, *SHAPE]
+        workers = [
+            subprocess.Popen(
+                [*common, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        try:
+            master = subprocess.run(
+                [
+                    *(*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port),
+                    *("--expect-workers", "2", "--headless", "-u", "4", "-r", "4", "-t", "8s", "--csv", str(prefix)),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            worker_logs = [w.communicate(timeout=30)[1] for w in workers]
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+        count = served(url)
+    locust_row, pooling_row = aggregated(Path(f"{prefix}_stats.csv")), aggregated(Path(f"{prefix}_pooling.csv"))
+    requests_counted = int(locust_row["Request Count"])
+    print(
+        f"server received {count}; Locust CSV {requests_counted} ({locust_row['Failure Count']} failed); "
+        f"pooling CSV {pooling_row['Request Count']} ({pooling_row['Failure Count']} failed); exit {master.returncode}"
+    )
+    assert count > FIRST_HOSTILE, "the run reached the first hostile answer"
+    assert not any("OverflowError" in log for log in worker_logs), worker_logs
+    assert "POOLING REPORT LOST" not in master.stderr
+    assert pooling_row["Request Count"] == locust_row["Request Count"]
+    assert pooling_row["Failure Count"] == locust_row["Failure Count"]
+    hostile_answers = 1 + (count - FIRST_HOSTILE) // EVERY
+    assert int(locust_row["Failure Count"]) == hostile_answers
+    assert count - 4 <= requests_counted <= count, "every answer counted, but for those in flight at the stop"
+    failures = Path(f"{prefix}_failures.csv").read_text()
+    assert "usage.prompt_tokens is implausible" in failures
+    assert master.returncode == 1, master.stderr[-3000:]  # Locust's exit code when a request failed
+
+
+@pytest.mark.parametrize("loop", [(), ("--request-rate", "20")], ids=["closed-loop", "open-loop"])
+def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path, loop):
+    prefix = tmp_path / "end"
+    with hostile_process("slow") as url:
+        result = subprocess.run(
+            [
+                *(*LOCUST, "--host", url, *SHAPE, "--headless", "-u", "4", "-r", "4", "-t", "2s", *loop),
+                *("--request-timeout", "5", "--csv", str(prefix)),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        count = served(url)
+    row = aggregated(Path(f"{prefix}_stats.csv"))
+    print(f"server received {count}; Locust CSV {row['Request Count']}; exit {result.returncode}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(row["Request Count"]) == count
+    assert aggregated(Path(f"{prefix}_pooling.csv"))["Request Count"] == row["Request Count"]
+
+
+def test_a_report_that_cannot_be_packed_is_sent_as_an_error_and_the_master_fails_the_run(caplog):
+    stats = PoolingStats()
+    stats.total.input_tokens = 2**70  # no server value can get here any more; a future bug might
+    outbox = shipping.Outbox()
+    report = outbox.report(stats)
+    assert set(report) == {shipping.ERROR, shipping.BEFORE, shipping.REQUESTS}
+    assert "OverflowError" in report[shipping.ERROR]
+    environment = Environment()
+    inbox = shipping.Inbox(environment, PoolingStats())
+    with caplog.at_level(logging.ERROR, "poolbench_locust"):
+        inbox.merge("worker-1", report)
+    assert environment.process_exit_code == shipping.REPORT_EXIT_CODE
+    assert "POOLING REPORT LOST from worker worker-1" in caplog.text
+
+
+def test_the_master_notices_a_report_that_never_arrived(caplog):
+    worker = PoolingStats()
+    outbox = shipping.Outbox()
+    environment = Environment()
+    merged = PoolingStats()
+    inbox = shipping.Inbox(environment, merged)
+    outbox.report(worker)  # an empty first report Locust's master may miss at start: nothing lost
+    one = {"sequences": 2, "input_tokens": 8}
+    worker.on_request("/e", 5.0, 100, None, one)
+    inbox.merge("w", outbox.report(worker))
+    assert environment.process_exit_code is None and merged.total.requests == 1
+    for _ in range(3):
+        worker.on_request("/e", 5.0, 100, None, one)
+    outbox.report(worker)  # lost on the way
+    worker.on_request("/e", 5.0, 100, None, one)
+    with caplog.at_level(logging.ERROR, "poolbench_locust"):
+        inbox.merge("w", outbox.report(worker))
+    assert "the figures of 3 request(s) in earlier reports never arrived" in caplog.text
+    assert environment.process_exit_code == shipping.REPORT_EXIT_CODE

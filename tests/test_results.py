@@ -1,0 +1,414 @@
+"""The JSON result (--json-result) and poolbench-compare: what CI and people comparing runs rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path
+from types import SimpleNamespace
+
+import jsonschema
+import pytest
+from locust.stats import RequestStats
+
+import poolbench_locust.users as user_classes
+from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.results import compare, series
+from tests.conftest import START_TIMEOUT_S, _stop
+from tests.hostile import LISTENING, response, serve_requests
+from tests.test_cli import ROOT, csv_rows, locust
+from tests.test_metrics import free_port
+
+LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
+FLAVOURS = {
+    "vllm": [
+        "EmbeddingsUser",
+        "EmbeddingsChatUser",
+        "PoolingUser",
+        "RerankUser",
+        "ScoreUser",
+        "ClassifyUser",
+        "CohereEmbedUser",
+    ],
+    "infinity": ["InfinityEmbeddingsUser", "InfinityRerankUser"],
+    "tei": ["TEIEmbedUser", "TEIRerankUser"],
+}
+SECRET = "sk-results-secret-0123"
+PASSWORD = "hunter2-results"
+
+
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def assert_valid(doc: dict) -> None:
+    errors = sorted(validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(f"{e.json_path}: {e.message[:300]}" for e in errors[:10])
+
+
+def locustfile(tmp_path: Path, classes: list[str]) -> Path:
+    path = tmp_path / "classes.py"
+    path.write_text(f"from poolbench_locust import {', '.join(classes)}  # noqa: F401\n")
+    return path
+
+
+def run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    result = locust("--headless", "--stop-timeout", "5", *LOAD, *args, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def assert_equals_the_csv(doc: dict, prefix: Path) -> None:
+    """The document's Locust rows and pooling rows are the CSV files' rows, cell for cell; its blocks
+    add up to the totals."""
+    stats = csv_rows(Path(f"{prefix}_stats.csv"))
+    pooling = csv_rows(Path(f"{prefix}_pooling.csv"))
+    entries = [*doc["requests"], doc["total"]]
+    assert {e["name"] for e in entries} == set(stats)
+    for entry in entries:
+        for title, cell in stats[entry["name"]].items():
+            assert cell == ("" if entry["locust"][title] is None else str(entry["locust"][title])), (
+                entry["name"],
+                title,
+            )
+        if entry["pooling"] is not None:
+            for title, cell in pooling[entry["name"]].items():
+                shown = entry["pooling"][title]
+                assert cell == ("" if shown is None else str(shown)), (entry["name"], title)
+        blocks = entry["series"]
+        assert sum(b["requests"] for b in blocks) == int(stats[entry["name"]]["Request Count"]) > 0
+        assert sum(b["failures"] for b in blocks) == int(stats[entry["name"]]["Failure Count"])
+        assert sum(sum(b["timings"]["e2e"].values()) for b in blocks if "e2e" in b["timings"]) == int(
+            stats[entry["name"]]["Request Count"]
+        )
+        if entry["pooling"] is not None:
+            assert sum(b["input_tokens"] for b in blocks) == entry["pooling"]["Input Tokens"]
+    total = doc["total"]
+    assert doc["completed"] == total["locust"]["Request Count"] - total["locust"]["Failure Count"]
+    assert doc["total_input_tokens"] == int(pooling["Aggregated"]["Input Tokens"])
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_one_process_result_validates_for_every_user_class_and_equals_the_csv(flavour, mock_server_factory, tmp_path):
+    mock = mock_server_factory("--flavor", flavour)
+    host = mock.url.replace("http://", f"http://user:{PASSWORD}@")
+    prefix, result = tmp_path / "run", tmp_path / "result.json"
+    users = str(len(FLAVOURS[flavour]))  # one user of each class at least
+    load = {
+        "tei": ["--sweep-users", "2,4", "--sweep-step-time", "2"],
+        "infinity": ["-t", "3s", "--request-rate", "40"],  # open loop: vLLM's queue-time fields too
+        "vllm": ["-t", "3s"],
+    }[flavour]
+    run(
+        "-f", str(locustfile(tmp_path, FLAVOURS[flavour])), "--host", host, "-u", users, "-r", users, *load,
+        "--api-key", SECRET, "--csv", str(prefix), "--json-result", str(result),
+    )  # fmt: skip
+    text = result.read_text()
+    assert SECRET not in text and PASSWORD not in text
+    doc = json.loads(text)
+    assert_valid(doc)
+    assert_equals_the_csv(doc, prefix)
+    assert [u["name"] for u in doc["run"]["user_classes"]] == FLAVOURS[flavour]
+    routes = {getattr(user_classes, name).endpoint.route for name in FLAVOURS[flavour]}
+    assert {e["name"] for e in doc["requests"]} == routes
+    assert "api_key" in doc["options_left_out"] and doc["run"]["host"] == mock.url
+    assert doc["run"]["runner"] == "local"
+    if flavour == "infinity":
+        assert doc["request_rate"] == 40.0 and doc["p99_client_queue_time_ms"] is not None
+    else:
+        assert doc["request_rate"] == "inf" and "p99_client_queue_time_ms" not in doc
+    if flavour == "tei":
+        steps = doc["sweep"]["steps"]
+        assert [s["Target"] for s in steps] == [2, 4] and doc["sweep"]["by"] == "users"
+        assert sum(s["Request Count"] for s in steps) == doc["total"]["locust"]["Request Count"]
+
+
+def test_distributed_result_validates_and_equals_the_csv(mock_server, tmp_path):
+    prefix, result = tmp_path / "dist", tmp_path / "dist.json"
+    port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
+    run(
+        "-f", "locustfiles/demo.py", "--host", mock_server.url, "--processes", "2", "-u", "4", "-r", "4",
+        "-t", "4s", "--master-bind-port", port, "--master-port", port,
+        "--csv", str(prefix), "--json-result", str(result),
+    )  # fmt: skip
+    doc = json.loads(result.read_text())
+    assert_valid(doc)
+    assert_equals_the_csv(doc, prefix)
+    assert doc["run"]["runner"] == "master" and doc["run"]["workers"] == 2
+    assert doc["total_input_tokens"] == mock_server.stats()["prompt_tokens"]
+
+
+def test_environment_variable_names_the_file_and_a_directory_stops_the_run_at_start(mock_server, tmp_path):
+    result = tmp_path / "env.json"
+    common = ["-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-u", "1", "-t", "1s"]
+    done = locust(*common, env={"LOCUST_JSON_RESULT": str(result)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert_valid(json.loads(result.read_text()))
+    bad = locust(*common, "--json-result", str(tmp_path))
+    assert bad.returncode == 1
+    assert f"--json-result: {tmp_path} is a directory" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+# A server that fails every request with a huge status line's worth of text and a body of terminal
+# escapes: its words reach the failures table, and must reach the document bounded and as text.
+huge_failures = serve_requests(
+    lambda head, body, n: response(
+        500, b"\x1b[2J" + b"\x00boom " * 40_000, content_type="text/plain", reason="E" * 4000
+    )
+)
+
+
+@pytest.fixture
+def hostile_process() -> Iterator[str]:
+    """The server above in a process of its own (Locust's client runs in another): its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile", "tests.test_results:huge_failures"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        line = proc.stdout.readline().decode() if ready else ""
+        assert line.startswith(LISTENING), f"hostile server did not start: {line!r}"
+        yield line.strip().removeprefix(LISTENING)
+    finally:
+        _stop(proc)
+
+
+def test_a_hostile_servers_failure_text_reaches_the_document_bounded(hostile_process, tmp_path):
+    result = tmp_path / "hostile.json"
+    done = locust(
+        "-f", "locustfiles/embeddings.py", "--host", hostile_process, "--headless", "-u", "2", "-r", "2", "-t", "2s",
+        "--stop-timeout", "5", "--json-result", str(result),
+    )  # fmt: skip
+    assert result.exists(), done.stderr[-2000:]
+    doc = json.loads(result.read_text())
+    assert_valid(doc)
+    assert doc["failures"] and doc["failed"] == doc["num_prompts"] > 0
+    assert all(len(f["Error"]) <= 1001 for f in doc["failures"])
+    assert sum(f["Occurrences"] for f in doc["failures"]) == doc["failed"]
+
+
+@pytest.fixture(scope="module")
+def delayed_runs(mock_server_factory, tmp_path_factory) -> dict[str, Path]:
+    """The same test against the mock, and against the mock with 30 % more delay."""
+    folder = tmp_path_factory.mktemp("delay")
+    out = {}
+    for label, ms in (("base", "50"), ("slow", "65")):  # delays the client's own few ms hardly move
+        mock = mock_server_factory("--ttfb-ms", ms, "--body-ms", ms)
+        out[label] = folder / f"{label}.json"
+        run(
+            "-f", "locustfiles/embeddings.py", "--host", mock.url, "-u", "8", "-r", "8", "-t", "8s",
+            "--json-result", str(out[label]),
+        )  # fmt: skip
+    return out
+
+
+def compare_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "poolbench_locust.results.compare", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def marked(stdout: str, section: str) -> dict[str, str]:
+    """{figure: the row's last column} of one section of the text table."""
+    lines = stdout.split(f"== {section}\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return {line[:18].strip(): line.rsplit(None, 1)[-1] for line in lines}
+
+
+def test_a_run_compared_with_itself_shows_no_significant_change(delayed_runs):
+    base = str(delayed_runs["base"])
+    done = compare_cli(base, base, "--max-regression", "0%")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = marked(done.stdout, "Aggregated")
+    assert rows and all(mark != "*" for mark in rows.values()), done.stdout
+    assert rows["Requests/s"] == "+0.0%"
+
+
+def test_thirty_percent_more_delay_is_flagged_and_fails_the_gate(delayed_runs, tmp_path):
+    page = tmp_path / "compare.html"
+    done = compare_cli(
+        str(delayed_runs["base"]), str(delayed_runs["slow"]), "--max-regression", "5%", "--html", str(page)
+    )
+    assert done.returncode == compare.EXIT_REGRESSION, done.stdout + done.stderr
+    rows = marked(done.stdout, "POST /v1/embeddings")
+    for figure in ("E2E mean (ms)", "E2E 50% (ms)", "TTFB 50% (ms)", "Transfer 50% (ms)"):
+        assert rows[figure] == "*", (figure, done.stdout)
+    # Throughput falls too; on a loaded machine the client's slowdown can hide part of it in noise.
+    assert rows["Requests/s"] == "*" or rows["Requests/s"].startswith("-"), done.stdout
+    assert "Regression: slow.json: Aggregated: E2E 50% " in done.stderr and "beyond noise" in done.stderr
+    html = page.read_text()
+    assert html.count("<polyline") == 8  # four charts, two runs each
+    assert "<script" not in html and "src=" not in html and "href=" not in html
+    # The other way round everything improved: improvements never fail the gate.
+    better = compare_cli(str(delayed_runs["slow"]), str(delayed_runs["base"]), "--max-regression", "5%")
+    assert better.returncode == 0, better.stdout + better.stderr
+    assert marked(better.stdout, "Aggregated")["E2E 50% (ms)"] == "*"
+
+
+def test_sweeps_compare_step_by_step(tmp_path, mock_server):
+    results = []
+    for name in ("a", "b"):
+        results.append(tmp_path / f"{name}.json")
+        run(
+            "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "-u", "2", "--sweep-users", "1,2",
+            "--sweep-step-time", "2", "--json-result", str(results[-1]),
+        )  # fmt: skip
+    done = compare_cli(*map(str, results))
+    assert done.returncode == 0, done.stderr
+    assert "== sweep step 1 (users 1)" in done.stdout and "== sweep step 2 (users 2)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not JSON"),
+        (b'{"format": "something-else"}', "not a poolbench-locust result"),
+        (b'{"format": "poolbench-locust-result", "format_version": 99}', "format_version 99"),
+        (b'{"format": "poolbench-locust-result", "format_version": 1, "requests": 3}', "field 'requests'"),
+    ],
+)
+def test_a_file_that_is_no_result_is_one_line_and_exit_code_2(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    done = compare_cli(str(bad), str(bad))
+    assert done.returncode == compare.EXIT_USAGE
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_bad_blocks_in_a_result_are_ignored_not_a_crash(delayed_runs, tmp_path):
+    doc = json.loads(delayed_runs["base"].read_text())
+    doc["total"]["series"] = [{"seconds": "x"}, None, {"requests": -1}, *doc["total"]["series"][:2]]
+    doc["requests"][0]["pooling"]["E2E 50%"] = "NaN"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(doc))
+    done = compare_cli(str(broken), str(delayed_runs["base"]))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_blocks_stay_bounded_and_add_up_to_the_totals():
+    stats, pooling = RequestStats(), PoolingStats()
+    environment = SimpleNamespace(stats=stats)
+    kept = series.Series()
+    seconds = series.MAX_BLOCKS * 3
+    for t in range(seconds):
+        stats.log_request("POST", "/x", 10 + t % 7, 100)
+        pooling.on_request("/x", 10 + t % 7, 100, None, {"sequences": 2, "input_tokens": 5})
+        kept.sample(environment, pooling, now=pooling.start_time + t + 1)
+    blocks = kept.final(environment, pooling)[series.TOTAL]
+    assert len(blocks) <= series.MAX_BLOCKS and kept.width == 4
+    assert sum(b["requests"] for b in blocks) == seconds
+    assert sum(b["input_tokens"] for b in blocks) == 5 * seconds
+    assert sum(sum(b["timings"]["e2e"].values()) for b in blocks) == seconds
+
+
+def test_the_schema_is_in_the_installed_package():
+    text = files("poolbench_locust.results").joinpath("schema.json").read_text()
+    assert json.loads(text)["properties"]["format"]["const"] == "poolbench-locust-result"
+    assert 'poolbench_locust = ["results/schema.json"]' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(monkeypatch):
+    # Other branches add columns (goodput, mean and standard deviation): the document takes them
+    # from report.rows, and a mean or deviation of E2E also under vLLM's name.
+    from locust.env import Environment
+
+    from poolbench_locust.metrics import report
+    from poolbench_locust.results import document
+    from tests.harness import options
+
+    extra = [
+        ("Goodput Requests/s", lambda s, e: 12.5),
+        ("E2E Mean", lambda s, e: 41.0),
+        ("E2E StdDev", lambda s, e: 3.0),
+    ]
+    monkeypatch.setattr(report, "COLUMNS", [*report.COLUMNS, *extra])
+    environment = Environment(user_classes=[], parsed_options=options("--api-key", SECRET))
+    environment.create_local_runner()
+    pooling = PoolingStats()
+    environment.stats.log_request("POST", "/x", 40, 100)
+    pooling.on_request("/x", 40, 100, None, {"sequences": 1, "input_tokens": 3, "ttfb_ms": 10.0})
+    doc = document.build(environment, pooling, {})
+    assert_valid(doc)
+    assert doc["total"]["pooling"]["Goodput Requests/s"] == 12.5 == doc["requests"][0]["pooling"]["Goodput Requests/s"]
+    assert doc["mean_e2el_ms"] == 41.0 and doc["std_e2el_ms"] == 3.0
+    assert SECRET not in json.dumps(doc)
+
+
+def synthetic_blocks(seed: int, latency_ms: float, rate: float, seconds: int = 60) -> list[dict]:
+    """A run's blocks drawn from known distributions: Poisson-like counts, normal latencies."""
+    import random
+
+    from locust.stats import bucket_response_time
+
+    rng = random.Random(seed)
+    blocks = []
+    for t in range(seconds):
+        n = max(int(rng.gauss(rate, rate**0.5)), 1)
+        times = [max(rng.gauss(latency_ms, latency_ms / 10), 1.0) for _ in range(n)]
+        histogram: dict[str, int] = {}
+        for ms in times:
+            key = str(bucket_response_time(ms))
+            histogram[key] = histogram.get(key, 0) + 1
+        blocks.append(
+            {"time": float(t), "seconds": 1.0, "requests": n, "failures": 0, "e2e_sum_ms": sum(times),
+             "input_tokens": 10 * n, "sequences": n, "bytes": 100 * n, "timings": {"e2e": histogram}}
+        )  # fmt: skip
+    return blocks
+
+
+def test_the_bootstrap_tells_noise_from_a_shift_on_runs_of_known_distributions():
+    from poolbench_locust.results import noise
+
+    def changes(base: list[dict], new: list[dict]) -> dict[str, noise.Change]:
+        out = {}
+        for figure in noise.FIGURES:
+            if figure.title.startswith(("TTFB", "Transfer")):
+                continue  # the synthetic runs have E2E times only
+            a, b = noise.chunks(base), noise.chunks(new)
+            whole_a, whole_b = series.merge_blocks(base), series.merge_blocks(new)
+            out[figure.title] = noise.change(
+                figure,
+                figure.of_block(whole_a),
+                figure.of_block(whole_b),
+                noise.relative_error(figure, a),
+                noise.relative_error(figure, b),
+            )
+        return out
+
+    same = changes(synthetic_blocks(1, 50, 100), synthetic_blocks(2, 50, 100))
+    assert not [t for t, c in same.items() if c.significant], same
+    slower = changes(synthetic_blocks(1, 50, 100), synthetic_blocks(3, 65, 77))
+    assert all(slower[t].significant for t in ("Requests/s", "E2E mean", "E2E 50%", "E2E 90%", "E2E 99%")), slower
+    assert all(slower[t].worse_by(f) > 0.05 for f in noise.FIGURES if (t := f.title) in slower)
+
+
+def test_a_run_too_short_for_a_noise_estimate_is_gated_on_the_change_alone(delayed_runs, tmp_path):
+    short = []
+    for label in ("base", "slow"):
+        doc = json.loads(delayed_runs[label].read_text())
+        for entry in [*doc["requests"], doc["total"]]:
+            entry["series"] = entry["series"][:3]  # fewer than six chunks: no estimate
+        short.append(tmp_path / f"{label}.json")
+        short[-1].write_text(json.dumps(doc))
+    done = compare_cli(*map(str, short), "--max-regression", "5%")
+    assert done.returncode == compare.EXIT_REGRESSION, done.stdout + done.stderr
+    assert marked(done.stdout, "Aggregated")["E2E 50% (ms)"] == "?"
+    assert "noise unknown (a run too short)" in done.stderr
+    itself = compare_cli(str(short[0]), str(short[0]), "--max-regression", "0%")
+    assert itself.returncode == 0, itself.stdout + itself.stderr

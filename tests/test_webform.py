@@ -1,0 +1,154 @@
+"""The web UI's start form: every option of ours in a group with a human label and its help text, the
+names the browser posts mapped back to their options, and values typed as text accepted."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import locust
+import pytest
+import requests
+from locust.argument_parser import get_parser
+from locust.env import Environment
+from locust.event import Events
+
+from poolbench_locust import EmbeddingsUser
+from poolbench_locust.options import Settings, Span
+from poolbench_locust.webform import layout as webform
+from tests.harness import options
+from tests.test_metrics import free_port
+
+BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob("src-*.js"))
+
+
+def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
+    spec = webform.form_spec(webform.extra_actions())
+    fields = spec["fields"]
+    assert len(fields) == len(webform.extra_actions()) >= 28
+    unplaced = sorted(f["flag"] for f in fields.values() if spec["groups"][f["group"]] == webform.OTHER)
+    assert unplaced == [], f"give these a group and a label in webform.GROUPS: {unplaced}"
+    labels = [f["label"] for f in fields.values()]
+    assert len(set(labels)) == len(labels)
+    assert all(re.fullmatch(r"[A-Z][\w ,/'-]+", label) for label in labels), labels
+    check = fields["checkP95Ms"]
+    assert (check["label"], spec["groups"][check["group"]]) == ("Highest p95 response time, ms", "Checks")
+    assert check["help"] == get_parser().args_included_in_web_ui["check_p95_ms"].help
+    assert spec["groups"][: len(webform.GROUPS)] == ["Request", "Workload", "Open loop", "Sweep", "Checks"]
+
+
+def test_the_names_the_browser_uses_are_the_ones_locusts_bundle_makes():
+    # webform mirrors the two key transforms of Locust's bundle; if Locust changes them, this fails.
+    bundle = BUNDLE.read_text(encoding="utf-8")
+    assert "e.replace(/_([a-z0-9])/g,(e,t)=>t.toUpperCase())" in bundle
+    assert "e.replace(/([a-z0-9])([A-Z0-9])/g,`$1_$2`).toLowerCase()" in bundle
+    assert webform.browser_key("check_p95_ms") == "checkP95Ms"
+    assert webform.posted_name("check_p95_ms") == "check_p9_5ms"
+    assert webform.posted_name("input_len_range") == "input_len_range"
+    mangled = {d for d in webform.extra_actions() if webform.posted_name(d) != d}
+    assert mangled == {"check_p95_ms"}
+
+
+@pytest.fixture
+def web_ui(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["locust"])  # Locust's page parses sys.argv for the form's defaults
+    env = Environment(
+        user_classes=[EmbeddingsUser], parsed_options=options(), host="http://127.0.0.1:9", events=Events()
+    )
+    runner = env.create_local_runner()
+    web = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    webform.on_init(environment=env, runner=runner, web_ui=web)
+    yield env, web
+    runner.quit()
+
+
+def test_a_value_typed_into_a_mangled_field_reaches_its_option(web_ui):
+    env, web = web_ui
+    form = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9", "check_p9_5ms": "250"}
+    answer = web.app.test_client().post("/swarm", data=form)
+    assert answer.status_code == 200 and answer.get_json()["success"]
+    assert env.parsed_options.check_p95_ms == "250"
+    assert not hasattr(env.parsed_options, "check_p9_5ms")
+
+
+def test_a_range_typed_where_the_default_is_a_number_starts_the_run(web_ui):
+    env, web = web_ui
+    form = {
+        "user_count": "1",
+        "spawn_rate": "1",
+        "host": "http://127.0.0.1:9",
+        "batch_size": "1:16",
+        "burstiness": "0.5",
+    }
+    answer = web.app.test_client().post("/swarm", data=form)
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    settings = Settings.from_options(env.parsed_options)
+    assert settings.batch_size == Span(1, 16) and settings.burstiness == 0.5
+
+
+def test_the_page_carries_the_groups_and_labels_and_no_help_text_can_end_its_script(web_ui):
+    _, web = web_ui
+    page = web.app.test_client().get("/").get_data(as_text=True)
+    script = page[page.index("const SPEC = ") :]
+    spec = json.loads(script[len("const SPEC = ") : script.index(";\n")])
+    assert spec == json.loads(json.dumps(webform.form_spec(webform.extra_actions())))
+    hostile = webform.script({"groups": ["</script><script>alert(1)</script>"], "fields": {}})
+    assert hostile.count("</script>") == 1
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_server):
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--host", mock_server.url),
+            *("--web-host", "127.0.0.1", "--web-port", str(port)),
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    profile = tempfile.mkdtemp(prefix="poolbench-chromium-")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.3)
+        dom = subprocess.run(
+            [
+                *(CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"),
+                *("--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}"),
+                *("--virtual-time-budget=8000", "--dump-dom", f"http://127.0.0.1:{port}/"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(profile, ignore_errors=True)
+    headings = re.findall(r'<p class="poolbench-group"[^>]*order: (\d+)[^>]*>([^<]+)</p>', dom)
+    assert sorted(headings, key=lambda h: int(h[0])) == [
+        ("0", "Request"),
+        ("1000", "Workload"),
+        ("2000", "Open loop"),
+        ("3000", "Sweep"),
+        ("4000", "Checks"),
+    ]
+    assert ">Highest p95 response time, ms<" in dom and "Check P9 5Ms" not in dom
+    assert "Fail the run if Locust's total p95 response time exceeds this. (--check-p95-ms)" in dom.replace(
+        "&#39;", "'"
+    )

@@ -1,0 +1,82 @@
+"""Locust's web UI as a user drives it: a locust process serving it on 127.0.0.1, and its HTTP API."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import requests
+
+from tests.test_cli import ROOT
+
+START_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebUI:
+    """`locust -f LOCUSTFILE --web-host 127.0.0.1 --web-port PORT ...`, stopped by `close`."""
+
+    def __init__(self, locustfile: str, *args: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        # A file, not a pipe: a pipe nobody reads could fill up and block locust. Closed in close().
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "locust", "-f", locustfile, "--web-host", "127.0.0.1",
+             "--web-port", str(self.port), *args],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            assert self.proc.poll() is None, self.log()
+            try:
+                requests.get(self.base, timeout=2)
+                return
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the web UI never answered"
+                time.sleep(0.2)
+
+    def swarm(self, **form: Any) -> dict[str, Any]:
+        return requests.post(f"{self.base}/swarm", data=form, timeout=30).json()
+
+    def stop(self) -> None:
+        requests.post(f"{self.base}/stop", timeout=30).raise_for_status()
+        self.wait_for("stopped")
+
+    def requests_json(self) -> dict[str, Any]:
+        return requests.get(f"{self.base}/stats/requests", timeout=10).json()
+
+    def wait_for(self, state: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (now := self.requests_json()["state"]) != state:
+            assert time.monotonic() < deadline, f"state {now}, not {state}"
+            time.sleep(0.1)
+
+    def locust_total(self) -> dict[str, Any]:
+        return next(row for row in self.requests_json()["stats"] if row["name"] == "Aggregated")
+
+    def pooling_total(self) -> dict[str, Any]:
+        return requests.get(f"{self.base}/pooling/stats", timeout=10).json()[-1]
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
