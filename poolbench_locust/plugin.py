@@ -1,6 +1,6 @@
 """Everything poolbench-locust registers with Locust: importing this module is the plugin."""
 
-from poolbench_locust import access, hooks, options, stop_timeout  # noqa: F401
+from poolbench_locust import access, hooks, options, preflight, stop_timeout  # noqa: F401
 from poolbench_locust.charts import wiring  # noqa: F401
 from poolbench_locust.engine import limits  # noqa: F401
 from poolbench_locust.metrics import checks, reporting, tokengap  # noqa: F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 import poolbench_locust as pb
@@ -74,3 +75,58 @@ def test_large_metadata_header_is_read(mock_server):
     event = run.one()
     assert event["exception"] is None, failure_text(event)
     assert event["context"]["input_tokens"] == 512
+
+
+def write_wordpiece(directory, pad_to: int | None = 128):
+    """A BERT-like WordPiece tokenizer.json as embedding models ship it: [CLS] ... [SEP], some common
+    words split into two pieces, and (like all-MiniLM-L6-v2's) padding and truncation to 128."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from poolbench_locust.workload.datasets import VOCABULARY
+
+    split = {w: (w[:3], "##" + w[3:]) for w in VOCABULARY if len(w) > 6}  # "mountain" -> "mou", "##ntain"
+    pieces = [p for w in VOCABULARY for p in split.get(w, (w,))]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *pieces]))}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+    )
+    if pad_to:
+        tok.enable_padding(length=pad_to, pad_id=0, pad_token="[PAD]")
+        tok.enable_truncation(max_length=pad_to)
+    directory.mkdir(exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    return directory
+
+
+@pytest.mark.parametrize("pad_to", [128, None])
+def test_exact_lengths_with_a_wordpiece_tokenizer_that_pads_and_splits_words(tmp_path, pad_to):
+    """Issue 16.1 and 12.4: the file's own padding is turned off, and two-token words do not make
+    the fitting oscillate; --tokenizer takes the model's directory."""
+    from tokenizers import Tokenizer
+
+    from poolbench_locust.engine.user import plan_for
+    from tests.harness import options
+
+    model = write_wordpiece(tmp_path / "model", pad_to)
+    plain = Tokenizer.from_file(str(model / "tokenizer.json"))
+    plain.no_padding()
+    plain.no_truncation()
+    for length in (3, 16, 64, 100, 127, 300):
+        user = type("U", (pb.EmbeddingsUser,), {})
+        plan = plan_for(user, options("--tokenizer", str(model), "--input-len", str(length), "--batch-size", "2"))
+        texts = [t for r in plan.requests for t in orjson.loads(r.body)["input"]]
+        assert {len(plain.encode(t).ids) for t in texts} == {length}
+        assert {r.client_tokens for r in plan.requests} == {2 * length}
+
+
+def test_a_length_below_the_special_tokens_stops_with_a_clear_line(tmp_path):
+    from poolbench_locust.engine.user import plan_for
+    from poolbench_locust.options import OptionError
+    from tests.harness import options
+
+    model = write_wordpiece(tmp_path / "model")
+    with pytest.raises(OptionError, match="2 tokens cannot hold a text: this tokenizer adds 2 special tokens"):
+        plan_for(pb.EmbeddingsUser, options("--tokenizer", str(model), "--input-len", "2"))
+    with pytest.raises(OptionError, match=r"holds no tokenizer\.json"):
+        plan_for(pb.EmbeddingsUser, options("--tokenizer", str(tmp_path)))

@@ -105,8 +105,9 @@ COHERE_EMBED = Endpoint(
     shape="texts",
     body=lambda x, s: {
         **model_field(s),
+        # No input_type: vLLM rejects every one (400) for a model that defines no task instructions,
+        # and leaving it out is valid for every model.
         "texts": list(x.texts),
-        "input_type": "search_document",
         "embedding_types": ["float"],
         **dimensions_field(s, "output_dimension"),
     },

@@ -37,29 +37,68 @@ class Dataset(Protocol):
         ...
 
 
-def fit_text(rng: random.Random, length: int, counter: TokenCounter) -> str:
-    """Random words whose count by `counter` is exactly `length` (words, or a tokenizer's tokens)."""
-    words = rng.choices(VOCABULARY, k=length)
-    for _ in range(16):  # a tokenizer adds special tokens or splits a word: converge on the target
-        text = " ".join(words)
-        gap = length - counter.count(text)
-        if gap == 0:
-            return text
-        if gap > 0:
-            words += rng.choices(VOCABULARY, k=gap)
-        elif len(words) > -gap:
-            words = words[:gap]
-        else:
-            break
-    raise OptionError("--input-len", f"cannot build a text of exactly {length} tokens with this tokenizer")
+FIT_ROUNDS = 64
+"""Counts one text may take to reach its length; each round moves it closer, so this is far more than needed."""
+
+
+class LengthFitter:
+    """Builds random texts of exactly N tokens as a counter counts them (words, a tokenizer, or /tokenize).
+
+    What it learns of the counter once: the special tokens every text gets (`[CLS] ... [SEP]`), the
+    words of VOCABULARY that are one token, and the most tokens any of them takes. A text starts as
+    random words, is cut when it is too long and is topped up with one-token words when too short.
+    Cutting removes whole words, topping up adds exactly the tokens missing, so the length converges
+    whatever the tokenizer splits, where nudging by the gap alone oscillates on two-token words.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.overhead = counter.count("")
+        widths = {word: counter.count(word) - self.overhead for word in VOCABULARY}
+        self.fillers = [word for word, width in widths.items() if width == 1]
+        self.widest = max(1, *widths.values())
+        if not self.fillers:
+            raise OptionError("--input-len", "this tokenizer splits every word of the built-in vocabulary")
+
+    def text(self, rng: random.Random, length: int) -> str:
+        if length <= self.overhead:
+            raise OptionError(
+                "--input-len",
+                f"{length} tokens cannot hold a text: this tokenizer adds {self.overhead} special tokens to each",
+            )
+        words = rng.choices(VOCABULARY, k=length - self.overhead)
+        topped_up = one_at_a_time = False
+        for _ in range(FIT_ROUNDS):
+            text = " ".join(words)
+            gap = length - self.counter.count(text)
+            if gap == 0:
+                return text
+            if gap < 0:
+                # each word is at most `widest` tokens, so this many words are at most the excess
+                words = words[: -max(1, -gap // self.widest)]
+                # fillers that came out longer in context than alone: from now on add them one by one
+                one_at_a_time = topped_up
+            else:
+                words += rng.choices(self.fillers, k=1 if one_at_a_time else gap)
+                topped_up = True
+        raise OptionError("--input-len", f"cannot build a text of exactly {length} tokens with this tokenizer")
 
 
 class RandomDataset:
     def __init__(self, settings: Settings, shape: Shape, counter: TokenCounter) -> None:
-        self.settings, self.shape, self.counter = settings, shape, counter
+        self.settings, self.shape = settings, shape
+        self.fitter = LengthFitter(counter)
+        # /tokenize tells the model's context length with its first count (the fitter's): an input that
+        # cannot fit would fail every request with HTTP 400, so it stops the run now.
+        limit = getattr(counter, "max_model_len", None)
+        if limit is not None and settings.input_len.hi > limit:
+            raise OptionError(
+                "--input-len",
+                f"{settings.input_len.hi} tokens do not fit the model's context of {limit} tokens (max_model_len)",
+            )
 
     def _text(self, rng: random.Random) -> str:
-        return fit_text(rng, self.settings.input_len.draw(rng), self.counter)
+        return self.fitter.text(rng, self.settings.input_len.draw(rng))
 
     def draw(self, rng: random.Random) -> Inputs:
         if self.shape == "pairs":

