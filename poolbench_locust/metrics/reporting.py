@@ -92,7 +92,8 @@ def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
     def extend(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.is_json:
             data = response.get_json()
-            data["extended_stats"] = [{"key": TAB_KEY, "data": _web_rows(stats)}]
+            # Appended, not set: other tabs' rows (the server metrics) may be there already.
+            data.setdefault("extended_stats", []).append({"key": TAB_KEY, "data": _web_rows(stats)})
             response.set_data(jsonify(data).get_data())
         elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
             response.set_data(add_to_html_report(response.get_data(as_text=True), stats))
