@@ -42,6 +42,7 @@ def vllm_text(tokens: float, success: float = 0.0, created: float = 1.7e9, extra
         "# TYPE vllm:request_success_total counter\n"
         f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success}\n'
         f'vllm:request_success_total{{{labels},finished_reason="length"}} 0.0\n'
+        f'vllm:request_success_total{{{labels},finished_reason="abort"}} {2 * success}\n'
         "# TYPE vllm:num_requests_running gauge\n"
         f"vllm:num_requests_running{{{labels}}} 1.0\n" + extra
     )

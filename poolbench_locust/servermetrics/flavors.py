@@ -35,6 +35,8 @@ class Ref:
     """counter: `name_total` (or bare `name`, untyped); sample: `name` as it is; histogram: its family."""
     labels: tuple[tuple[str, str], ...] = ()
     by_route: bool = False
+    unless: tuple[tuple[str, str], ...] = ()
+    """Labels that leave a series out (vLLM's request_success also counts aborted requests)."""
 
     @property
     def samples(self) -> tuple[str, ...]:
@@ -53,6 +55,7 @@ class Flavor:
     refs: dict[str, Ref]
 
 
+_NOT_SERVED = (("finished_reason", "abort"), ("finished_reason", "error"))
 _HTTP_OK = (("method", "POST"), ("status", "2xx"))
 HTTP_REQUESTS = Ref("http_requests", "counter", _HTTP_OK, by_route=True)
 HTTP_LATENCY = Ref("http_request_duration_seconds", "histogram", (("method", "POST"),), by_route=True)
@@ -63,7 +66,7 @@ VLLM = Flavor(
     refs={
         "requests": HTTP_REQUESTS,
         # One engine request per prompt: a batch of 8 inputs, or a rerank of 8 documents, is 8.
-        "sequences": Ref("vllm:request_success", "counter"),
+        "sequences": Ref("vllm:request_success", "counter", unless=_NOT_SERVED),
         "prompt_tokens": Ref("vllm:prompt_tokens", "counter"),
         "latency": Ref("vllm:e2e_request_latency_seconds", "histogram"),
         "http_latency": HTTP_LATENCY,

@@ -80,7 +80,7 @@ def samples(text: str) -> Samples:
 
 
 def _matches(labels: dict[str, str], ref: Ref, routes: frozenset[str]) -> bool:
-    if any(labels.get(k) != v for k, v in ref.labels):
+    if any(labels.get(k) != v for k, v in ref.labels) or any(labels.get(k) == v for k, v in ref.unless):
         return False
     return not ref.by_route or labels.get("handler") in routes
 

@@ -21,7 +21,11 @@ if not (Path(__file__).parent / "conftest.py").exists():
     pytest.skip("needs tests/real/conftest.py (the vllm_server fixture)", allow_module_level=True)
 
 LOOPBACK_SHARE_MS = 10.0
-"""On loopback the network's and the client's share of a request is a few ms at most."""
+"""On loopback the network's and the client's share of a request is a few ms (1.5 and 2.7 ms seen at a
+load average of 8 on 2 cores)..."""
+LOADED_SHARE = 0.15
+"""...and on a loaded machine the client's own scheduling delay grows with the request (5 to 27 ms of
+120 to 215 ms seen at a load average of 20): the share may be that fraction of the client's mean."""
 
 
 def _by(path: Path, key: str) -> dict[str, dict[str, str]]:
@@ -50,7 +54,7 @@ def test_vllms_own_counters_equal_the_clients(vllm_server: Any, tmp_path: Path, 
     assert int(checks["Prompt Tokens"]["Server"]) == int(pooling["Input Tokens"])
     latency = checks["Mean Latency"]
     share = float(latency["Gap"])
-    assert 0 <= share <= LOOPBACK_SHARE_MS, latency
+    assert 0 <= share <= max(LOOPBACK_SHARE_MS, LOADED_SHARE * float(latency["Client"])), latency
     assert float(server["Latency Mean"]) <= float(latency["Client"])
     section = re.search(r'<section id="poolbench-server-metrics".*?</section>', page.read_text(), re.S)
     assert section and "Server against client" in section.group(0)
