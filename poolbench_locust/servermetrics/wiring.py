@@ -130,17 +130,20 @@ def client_side(environment: Environment, state: State) -> report.Client:
 def _start(environment: Environment, state: State) -> None:
     if state.scraper is not None:
         state.scraper.finish()  # a web UI run started again before the last one's stop
+    state.scraper = None
+    state.views = []
     try:
         mode = _option(environment, OPTIONS[0])
         interval = _option(environment, OPTIONS[1])
-        warmup = Settings.from_options(environment.parsed_options).warmup
-    except OptionError as e:
+    except OptionError as e:  # typed into the web UI's form: stop this run with the one line
         logger.error("%s", e)
         if environment.runner is not None:
             gevent.spawn(environment.runner.stop)
         return
-    state.scraper = None
-    state.views = []
+    try:
+        warmup = Settings.from_options(environment.parsed_options).warmup
+    except OptionError:
+        return  # hooks.py stops the run and says why
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
     state.views = [ServerView(url, _without_credentials(url)) for url in urls]
