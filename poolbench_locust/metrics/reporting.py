@@ -8,7 +8,7 @@ import html
 import io
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
@@ -43,12 +43,12 @@ def stats_of(environment: Environment) -> PoolingStats:
     return stats
 
 
-def csv_text(table: Iterable[dict[str, Any]]) -> str:
+def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(HEADER)
+    writer.writerow(header)
     for row in table:
-        writer.writerow(["" if row[c] is None else row[c] for c in HEADER])
+        writer.writerow(["" if row[c] is None else row[c] for c in header])
     return out.getvalue()
 
 

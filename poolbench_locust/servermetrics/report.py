@@ -6,9 +6,7 @@ PREFIX_server_reconciliation.csv, the HTML report and the console. Times are in 
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -186,15 +184,6 @@ def _server_mean(views: Sequence[ServerView]) -> tuple[str, float] | None:
         if hists:
             return role, 1000 * sum(h.sum for h in hists) / sum(h.count for h in hists)
     return None
-
-
-def csv_text(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(header)
-    for row in table:
-        writer.writerow(["" if row[c] is None else row[c] for c in header])
-    return out.getvalue()
 
 
 def _html_table(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str:

@@ -23,7 +23,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, plan_for
 from poolbench_locust.hooks import _without_credentials
-from poolbench_locust.metrics.reporting import _slug, stats_of
+from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, Settings, positive, register
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
@@ -213,7 +213,7 @@ def _install_web_ui(environment: Environment, state: State) -> None:
     @web_ui.auth_required_if_enabled
     def server_metrics_csv() -> Response:
         return Response(
-            report.csv_text(report.HEADER, state.server_rows()),
+            csv_text(state.server_rows(), report.HEADER),
             mimetype="text/csv",
             headers={"Content-Disposition": f"attachment;filename=server_metrics_{int(time.time())}.csv"},
         )
@@ -259,9 +259,9 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         checks = state.checks(environment)
         if prefix:
             with open(f"{prefix}_server_metrics.csv", "w", newline="") as f:
-                f.write(report.csv_text(report.HEADER, servers))
+                f.write(csv_text(servers, report.HEADER))
             with open(f"{prefix}_server_reconciliation.csv", "w", newline="") as f:
-                f.write(report.csv_text(report.RECONCILIATION_HEADER, checks))
+                f.write(csv_text(checks, report.RECONCILIATION_HEADER))
         html_file = getattr(environment.parsed_options, "html_file", None)
         if html_file:
             with open(html_file, encoding="utf-8") as f:
