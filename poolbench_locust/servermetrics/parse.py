@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
 from poolbench_locust.servermetrics.flavors import COUNTERS, HISTOGRAMS, WANTED, Flavor, Ref, detect
@@ -57,6 +58,18 @@ class Reading:
 
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
+_PREFIXES = tuple(sorted(WANTED))
+YIELD_EVERY = 64
+"""Families parsed between two yields to the gevent hub: the users' greenlets of a local run share it."""
+
+
+def _wanted_lines(text: str) -> str:
+    """The sample lines that may be of a name we read: the parser sees a few hundred lines, not the
+    whole text (vLLM writes ~50 kB; a hostile server 4 MiB), so a scrape never stalls the run.
+
+    Comments go too: without `# TYPE`, every sample keeps the name it is written under, which is what
+    the flavors read (a counter under `_total`, or bare where a server writes no suffix)."""
+    return "\n".join(line for line in text.splitlines() if line.startswith(_PREFIXES)) + "\n"
 
 
 def samples(text: str) -> Samples:
@@ -64,7 +77,9 @@ def samples(text: str) -> Samples:
     kept: Samples = defaultdict(list)
     n = 0
     try:
-        for family in text_string_to_metric_families(text):
+        for i, family in enumerate(text_string_to_metric_families(_wanted_lines(text))):
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                gevent.sleep(0)
             for sample in family.samples:
                 if sample.name not in WANTED:
                     continue
@@ -156,7 +171,7 @@ def reading(text: str, routes: frozenset[str], flavor: Flavor | None = None) -> 
     """The figures of one scrape. `flavor` None: told by the names the server writes."""
     found = samples(text)
     flavor = flavor or detect(set(found))
-    if flavor is None:
+    if flavor is None or not any(m in found for m in flavor.markers):
         raise ParseError("no metrics of vLLM, TEI or an instrumented HTTP server in the text")
     result = Reading(flavor)
     for role, ref in flavor.refs.items():

@@ -23,8 +23,8 @@ logger = logging.getLogger("poolbench_locust")
 
 SCRAPE_TIMEOUT_S = 5.0
 """One scrape's deadline: connect, headers and body."""
-MAX_BODY = 4 << 20
-"""Bytes of /metrics read at most (vLLM's is some tens of kB)."""
+MAX_BODY = 2 << 20
+"""Bytes of /metrics read at most (vLLM's is some 50 kB per engine)."""
 READ_BLOCK = 65536
 
 
