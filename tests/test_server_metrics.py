@@ -277,6 +277,7 @@ def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_
     assert float(checks["Mean Latency"]["Gap"]) >= 0 and checks["Mean Latency"]["Flagged"] == ""
     section = re.search(r'<section id="poolbench-server-metrics".*?</section>', page.read_text(), re.S)
     assert section and f"<td>{served['prompt_tokens']}</td>" in section.group(0)
+    assert section.group(0).count("<polyline") == 2  # running and waiting over the run
     assert "Server against client" in result.stderr
 
 

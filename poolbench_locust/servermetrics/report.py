@@ -197,13 +197,39 @@ def _html_table(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str
     )
 
 
-def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> str:
+CHART_W, CHART_H = 600, 120
+SERIES_COLORS = (("running", "#1f77b4"), ("waiting", "#d62728"))
+
+
+def gauge_chart(view: ServerView) -> str:
+    """Requests running and waiting at each scrape, as an inline SVG (no script: the report stays one file)."""
+    points = [(at, values) for at, values in view.history if any(values.get(r) is not None for r, _ in SERIES_COLORS)]
+    if len(points) < 2:
+        return ""
+    t0, t1 = points[0][0], points[-1][0]
+    top = max((values.get(role) or 0.0) for _, values in points for role, _ in SERIES_COLORS) or 1.0
+    lines = []
+    for role, color in SERIES_COLORS:
+        xy = " ".join(
+            f"{(at - t0) / (t1 - t0 or 1) * CHART_W:.1f},{CHART_H - (values.get(role) or 0.0) / top * CHART_H:.1f}"
+            for at, values in points
+        )
+        lines.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{xy}"/>')
+    legend = " ".join(f'<span style="color:{c}">{r}</span>' for r, c in SERIES_COLORS)
+    return (
+        f"<p>{html.escape(view.shown)}: requests {legend} over {t1 - t0:.0f} s (top: {top:g})</p>"
+        f'<svg width="{CHART_W}" height="{CHART_H}" style="border:1px solid #ccc">{"".join(lines)}</svg>'
+    )
+
+
+def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]], charts: str = "") -> str:
     return (
         '<section id="poolbench-server-metrics" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
         "<h2>Server metrics (the server's own /metrics; times in ms)</h2>"
         + _html_table(HEADER, servers)
         + "<h3>Server against client</h3>"
         + _html_table(RECONCILIATION_HEADER, checks)
+        + charts
         + "</section>"
     )
 

@@ -104,6 +104,10 @@ class State:
     def server_rows(self) -> list[dict[str, Any]]:
         return report.server_rows(v for v in self.views if v.scrapes or v.failures)
 
+    def html(self, environment: Environment) -> str:
+        charts = "".join(report.gauge_chart(v) for v in self.views if v.scrapes)
+        return report.html_section(self.server_rows(), self.checks(environment), charts)
+
     def checks(self, environment: Environment) -> list[dict[str, Any]]:
         return report.reconciliation(self.views, client_side(environment, self))
 
@@ -203,8 +207,7 @@ def _install_web_ui(environment: Environment, state: State) -> None:
             )
             response.set_data(jsonify(data).get_data())
         elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            section = report.html_section(state.server_rows(), state.checks(environment))
-            response.set_data(report.add_to_html(response.get_data(as_text=True), section))
+            response.set_data(report.add_to_html(response.get_data(as_text=True), state.html(environment)))
         return response
 
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
@@ -267,7 +270,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             with open(html_file, encoding="utf-8") as f:
                 page = f.read()
             with open(html_file, "w", encoding="utf-8") as f:
-                f.write(report.add_to_html(page, report.html_section(servers, checks)))
+                f.write(report.add_to_html(page, state.html(environment)))
         for check in checks:
             if check["Flagged"]:
                 logger.warning(
