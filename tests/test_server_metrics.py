@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from poolbench_locust.servermetrics import flavors
-from poolbench_locust.servermetrics.deltas import ServerView
-from poolbench_locust.servermetrics.parse import ParseError, reading
+from poolbench_locust.servermetrics.deltas import MAX_BOUNDS, ServerView
+from poolbench_locust.servermetrics.parse import MAX_SERIES, ParseError, reading
 from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
 from tests.hostile import LISTENING, HostileServer, read_request, response
 from tests.hostile_metrics import vllm_text
@@ -333,3 +333,19 @@ def test_with_processes_only_the_master_scrapes_and_the_totals_still_agree(mock_
     checks = by(Path(f"{prefix}_server_reconciliation.csv"), "Check")
     assert int(checks["Prompt Tokens"]["Server"]) == served["prompt_tokens"] == int(checks["Prompt Tokens"]["Client"])
     assert int(checks["Requests"]["Server"]) == served["ok"] == int(checks["Requests"]["Client"])
+
+
+def test_a_server_inventing_series_or_bounds_at_every_scrape_keeps_memory_bounded():
+    view = ServerView("x")
+    name = "vllm:e2e_request_latency_seconds"
+    for scrape in range(8):
+        extra = "".join(f'vllm:num_requests_running{{n="{scrape}-{i}"}} 1\n' for i in range(100))
+        bounds = {str((scrape * 3000 + i) / 1e6): i for i in range(3000)} | {"+Inf": 3000}
+        counters = "".join(
+            f'http_requests_total{{handler="/v1/embeddings",method="POST",status="2xx",x="{scrape}-{i}"}} 1\n'
+            for i in range(3000)
+        )
+        observe(view, vllm_text(scrape, extra=extra + counters + histogram(name, bounds, 1.0)), float(scrape))
+        assert len(view._prev_values["requests"]) <= MAX_SERIES + 3000
+        assert len(view.hists["latency"].per_bound) <= MAX_BOUNDS
+    assert view.rejected > 0 and view.counters["prompt_tokens"] == 7

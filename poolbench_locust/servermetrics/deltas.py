@@ -13,12 +13,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from poolbench_locust.servermetrics.flavors import COUNTERS, GAUGES, HISTOGRAMS, Flavor
-from poolbench_locust.servermetrics.parse import Hist, Reading, SeriesKey
+from poolbench_locust.servermetrics.parse import MAX_SERIES, Hist, Reading, SeriesKey
 
 WINDOW_S = 10.0
 """The current window, as long as Locust's (CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW)."""
 HISTORY_KEPT = 2_000
 """Gauge readings kept for the report: at the default 5 s interval, more than 2.5 hours."""
+MAX_BOUNDS = 4_096
+"""Distinct bucket bounds one figure keeps: a server that changes its bounds at every scrape is cut off."""
 
 
 @dataclass
@@ -29,13 +31,17 @@ class Buckets:
     sum: float = 0.0
     count: float = 0.0
 
-    def add(self, bounds: tuple[float, ...], counts: tuple[float, ...], total: float, n: float) -> None:
+    def add(self, bounds: tuple[float, ...], counts: tuple[float, ...], total: float, n: float) -> bool:
+        """Add one series' delta; False (and nothing added) when its bounds would pass MAX_BOUNDS."""
+        if len(self.per_bound) + len(bounds) > MAX_BOUNDS and not all(b in self.per_bound for b in bounds):
+            return False
         below = 0.0
         for bound, cumulative in zip(bounds, counts, strict=True):
             self.per_bound[bound] = self.per_bound.get(bound, 0.0) + cumulative - below
             below = cumulative
         self.sum += total
         self.count += n
+        return True
 
     def mean(self) -> float | None:
         return self.sum / self.count if self.count > 0 else None
@@ -64,6 +70,15 @@ def _delta(now: Hist, before: Hist | None) -> tuple[tuple[float, ...], float, fl
         return now.cumulative, now.sum, now.count
     cumulative = tuple(a - b for a, b in zip(now.cumulative, before.cumulative, strict=True))
     return cumulative, max(now.sum - before.sum, 0.0), now.count - before.count
+
+
+def _forget_unseen(prev: dict[SeriesKey, object], now: dict[SeriesKey, object]) -> None:
+    """A series missing from one scrape (left out for a bad value) keeps its last value, so that its
+    next good value gives the delta; past MAX_SERIES kept (a server inventing labels at every scrape),
+    only the current ones are."""
+    if len(prev) > MAX_SERIES:
+        for key in [k for k in prev if k not in now]:
+            del prev[key]
 
 
 @dataclass
@@ -161,6 +176,7 @@ class ServerView:
                 self.resets += 1
                 self.counters[role] += value
             prev[key] = value
+        _forget_unseen(prev, series)
 
     def _observe_hists(self, role: str, series: dict[SeriesKey, Hist], first: bool) -> None:
         prev = self._prev_hists.setdefault(role, {})
@@ -171,8 +187,10 @@ class ServerView:
             if not first:
                 if before is not None and hist.count < before.count:
                     self.resets += 1
-                self.hists[role].add(hist.bounds, *_delta(hist, before))
+                if not self.hists[role].add(hist.bounds, *_delta(hist, before)):
+                    self.rejected += 1
             prev[key] = hist
+        _forget_unseen(prev, series)
 
     def _mark(self, at: float) -> None:
         mark = Mark(at, dict(self.counters), {r: (b.sum, b.count) for r, b in self.hists.items()})
