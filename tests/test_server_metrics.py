@@ -349,3 +349,21 @@ def test_a_server_inventing_series_or_bounds_at_every_scrape_keeps_memory_bounde
         assert len(view._prev_values["requests"]) <= MAX_SERIES + 3000
         assert len(view.hists["latency"].per_bound) <= MAX_BOUNDS
     assert view.rejected > 0 and view.counters["prompt_tokens"] == 7
+
+
+def test_after_warmup_the_server_counts_from_where_the_client_does(mock_server, tmp_path):
+    prefix = tmp_path / "w"
+    result = locust(
+        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, "--headless", "-u", "2", "-r", "2",
+        "-t", "5s", "--warmup", "2", "--stop-timeout", "5", "--server-metrics-interval", "1",
+        "--csv", str(prefix), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = mock_server.stats()
+    checks = by(Path(f"{prefix}_server_reconciliation.csv"), "Check")
+    tokens = checks["Prompt Tokens"]
+    # The warm-up's requests are the mock's but nobody else's: the server's count starts with the client's.
+    assert int(tokens["Server"]) < served["prompt_tokens"]
+    for check in ("Requests", "Prompt Tokens"):
+        assert checks[check]["Flagged"] == "", checks[check]
+        assert abs(int(checks[check]["Gap"])) <= int(checks[check]["Allowed Gap"])

@@ -64,7 +64,7 @@ def fetch(url: str, timeout: float = SCRAPE_TIMEOUT_S, limit: int = MAX_BODY) ->
 
 
 class Scraper:
-    """Scrapes its servers at the start (after any warm-up), every `interval` seconds, and at finish()."""
+    """Scrapes its servers at the start, every `interval` seconds, and at finish()."""
 
     def __init__(
         self,
@@ -87,13 +87,13 @@ class Scraper:
         self._greenlet: gevent.Greenlet | None = None
         self.finished = False
 
-    def start(self, delay: float = 0.0) -> None:
-        self._greenlet = gevent.spawn(self._run, delay)
-
-    def _run(self, delay: float) -> None:
-        if delay > 0:
-            gevent.sleep(delay)
+    def start(self) -> None:
+        """The base scrape now, before any user starts (a request done before it would be in the base,
+        counted by the client only), then the scrapes every `interval` in a greenlet."""
         self.scrape_all(first=True)
+        self._greenlet = gevent.spawn(self._run)
+
+    def _run(self) -> None:
         while self.views:
             gevent.sleep(self.interval)
             self.scrape_all()
@@ -107,6 +107,12 @@ class Scraper:
             self._greenlet.kill(block=True, timeout=SCRAPE_TIMEOUT_S + 1)
             self._greenlet = None
         self.scrape_all(first=not any(v.scrapes for v in self.views))
+
+    def rebase(self) -> None:
+        """Count from a scrape taken now: the client's stats were just reset."""
+        for view in list(self.views):
+            self.scrape(view, first=not view.scrapes)
+            view.rebase()
 
     def note_users(self) -> None:
         if self.users is not None:

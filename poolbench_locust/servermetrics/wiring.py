@@ -1,8 +1,8 @@
 """--server-metrics: its options, and the scraper's place in a Locust run and in every report.
 
 On the master (or the one local process) only: workers never scrape. The scraper starts with the
-test (after --warmup, whose requests the client counts nowhere), and scrapes once more when the test
-stops, after the users have finished their requests.
+test, takes a new base when the stats are reset (the end of --warmup, or the web UI's Reset stats),
+and scrapes once more when the test stops, after the users have finished their requests.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from locust.runners import WorkerRunner
 from poolbench_locust.engine.user import EndpointUser, plan_for
 from poolbench_locust.hooks import _without_credentials
 from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
-from poolbench_locust.options import Option, OptionError, Settings, positive, register
+from poolbench_locust.options import Option, OptionError, positive, register
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -144,10 +144,6 @@ def _start(environment: Environment, state: State) -> None:
         if environment.runner is not None:
             gevent.spawn(environment.runner.stop)
         return
-    try:
-        warmup = Settings.from_options(environment.parsed_options).warmup
-    except OptionError:
-        return  # hooks.py stops the run and says why
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
     state.views = [ServerView(url, _without_credentials(url)) for url in urls]
@@ -160,7 +156,7 @@ def _start(environment: Environment, state: State) -> None:
         on_scrape=lambda view: _write_history(state, view),
         users=(lambda: runner.user_count) if runner is not None else None,
     )
-    state.scraper.start(delay=warmup)
+    state.scraper.start()
 
 
 def _write_history(state: State, view: ServerView) -> None:
@@ -250,8 +246,10 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.reset_stats.add_listener
     def reset(**_: Any) -> None:
-        for view in state.views:
-            view.rebase()
+        # The end of --warmup, or the web UI's Reset stats: the client counts from now, so does the server.
+        # Now, not in a greenlet: requests begun before warm-up's end are counted by no client.
+        if state.scraper is not None:
+            state.scraper.rebase()
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
