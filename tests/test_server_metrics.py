@@ -24,6 +24,7 @@ from tests.hostile import LISTENING, HostileServer, read_request, response
 from tests.hostile_metrics import vllm_text
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
+from tests.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
 ROUTES = frozenset({"/v1/embeddings"})
@@ -282,41 +283,25 @@ def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_
 
 
 def test_web_ui_shows_the_server_tabs_beside_the_pooling_tab(mock_server):
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--host", mock_server.url, *LOAD,
-            "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "-u", "2", "-r", "2", "-t", "30s",
-            "--server-metrics-interval", "0.5",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    ui = WebUI("locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, "--server-metrics-interval", "0.5")
     try:
-        base = f"http://127.0.0.1:{port}"
+        assert ui.swarm(user_count=2, spawn_rate=2, host=mock_server.url)["success"]
         deadline = time.monotonic() + 30
-        extended: dict[str, list[dict]] = {}
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            try:
-                data = requests.get(f"{base}/stats/requests", timeout=2).json()
-            except (requests.ConnectionError, ValueError):
-                continue
-            extended = {e["key"]: e["data"] for e in data.get("extended_stats", [])}
-            if extended.get("server_metrics") and (extended["server_metrics"][0]["requests"] or 0) > 0:
+        while True:
+            extended = {e["key"]: e["data"] for e in ui.requests_json().get("extended_stats", [])}
+            servers = extended.get("server_metrics") or [{}]
+            if (servers[0].get("requests") or 0) > 0 or time.monotonic() > deadline:
                 break
+            time.sleep(0.5)
         (server,) = extended["server_metrics"]
         assert server["kind"] == "vllm" and server["requests"] > 0 and server["prompt_tokens"] > 0
         assert {row["check"] for row in extended["server_reconciliation"]} >= {"Requests", "Prompt Tokens"}
         assert extended["pooling"][-1]["name"] == "Aggregated"  # the Pooling tab keeps its rows
-        page = requests.get(base, timeout=2).text
+        page = requests.get(ui.base, timeout=2).text
         assert "server_metrics" in page and "server_reconciliation" in page
-        as_csv = requests.get(f"{base}/server-metrics/csv", timeout=2).text
-        assert as_csv.startswith("Server,Kind,Scrapes")
+        assert requests.get(f"{ui.base}/server-metrics/csv", timeout=2).text.startswith("Server,Kind,Scrapes")
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        ui.close()
 
 
 def test_with_processes_only_the_master_scrapes_and_the_totals_still_agree(mock_server, tmp_path):

@@ -40,7 +40,14 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
     check = fields["checkP95Ms"]
     assert (check["label"], spec["groups"][check["group"]]) == ("Highest p95 response time, ms", "Checks")
     assert check["help"] == get_parser().args_included_in_web_ui["check_p95_ms"].help
-    assert spec["groups"][: len(webform.GROUPS)] == ["Request", "Workload", "Open loop", "Sweep", "Checks", "Server metrics"]
+    assert spec["groups"][: len(webform.GROUPS)] == [
+        "Request",
+        "Workload",
+        "Open loop",
+        "Sweep",
+        "Checks",
+        "Server metrics",
+    ]
 
 
 def test_the_names_the_browser_uses_are_the_ones_locusts_bundle_makes():
