@@ -40,7 +40,14 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
     check = fields["checkP95Ms"]
     assert (check["label"], spec["groups"][check["group"]]) == ("Highest p95 response time, ms", "Checks")
     assert check["help"] == get_parser().args_included_in_web_ui["check_p95_ms"].help
-    assert spec["groups"][: len(webform.GROUPS)] == ["Request", "Workload", "Open loop", "Sweep", "Checks"]
+    assert spec["groups"][: len(webform.GROUPS)] == [
+        "Request",
+        "Workload",
+        "Open loop",
+        "Sweep",
+        "Checks",
+        "Server metrics",
+    ]
 
 
 def test_the_names_the_browser_uses_are_the_ones_locusts_bundle_makes():
@@ -147,6 +154,7 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
         ("2000", "Open loop"),
         ("3000", "Sweep"),
         ("4000", "Checks"),
+        ("5000", "Server metrics"),
     ]
     assert ">Highest p95 response time, ms<" in dom and "Check P9 5Ms" not in dom
     assert "Fail the run if Locust's total p95 response time exceeds this. (--check-p95-ms)" in dom.replace(

@@ -8,7 +8,7 @@ import html
 import io
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
@@ -43,12 +43,12 @@ def stats_of(environment: Environment) -> PoolingStats:
     return stats
 
 
-def csv_text(table: Iterable[dict[str, Any]]) -> str:
+def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(HEADER)
+    writer.writerow(header)
     for row in table:
-        writer.writerow(["" if row[c] is None else row[c] for c in HEADER])
+        writer.writerow(["" if row[c] is None else row[c] for c in header])
     return out.getvalue()
 
 
@@ -92,7 +92,8 @@ def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
     def extend(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.is_json:
             data = response.get_json()
-            data["extended_stats"] = [{"key": TAB_KEY, "data": _web_rows(stats)}]
+            # Appended, not set: other tabs' rows (the server metrics) may be there already.
+            data.setdefault("extended_stats", []).append({"key": TAB_KEY, "data": _web_rows(stats)})
             response.set_data(jsonify(data).get_data())
         elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
             response.set_data(add_to_html_report(response.get_data(as_text=True), stats))

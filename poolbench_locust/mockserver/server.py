@@ -14,6 +14,7 @@ from gevent.server import StreamServer
 from poolbench_locust.mockserver import faults, routes
 from poolbench_locust.mockserver.config import ControlError, Controls, MockConfig
 from poolbench_locust.mockserver.http11 import HttpError, Request, read_request, send_reply
+from poolbench_locust.mockserver.metrics import CONTENT_TYPE, Metrics
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.mockserver.stats import Stats
 
@@ -29,6 +30,7 @@ class MockServer:
         self.config = config or MockConfig()
         self.host = host
         self._stats = Stats()
+        self._metrics = Metrics(self.config.model)
         self._faults = faults.FaultDraw(self.config.faults, self.config.seed)
         # A pool (unbounded) lets stop() end the handlers of idle keep-alive connections too.
         self._server = StreamServer((host, port), self._connection, backlog=BACKLOG, spawn=Pool())
@@ -53,6 +55,7 @@ class MockServer:
 
     def reset(self) -> None:
         self._stats.reset()
+        self._metrics = Metrics(self.config.model)  # as a restarted server's: its counters start again
 
     def _connection(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -75,6 +78,8 @@ class MockServer:
         pooling = path in routes.POOLING
         if path.startswith("/mock/"):
             reply = self._control(request)  # never delayed, faulted or counted
+        elif (request.method, path) == ("GET", "/metrics"):
+            reply = Reply(200, self._metrics.text(), CONTENT_TYPE)  # nor is a scrape
         else:
             if pooling:
                 self._stats.requested(path)
@@ -88,6 +93,8 @@ class MockServer:
                     self._stats.faulted(fault)
                 reply = self._reply(request, controls, fault, pooling)
         completed = False
+        metrics = self._metrics
+        number = metrics.began(request.arrived, controls.ttfb_ms) if pooling else 0
         try:
             completed = send_reply(
                 sock,
@@ -100,9 +107,22 @@ class MockServer:
                 keep_alive=request.keep_alive,
             )
         finally:  # a reply the client hung up on, or a fault cut short, has no server time: None keeps the order
+            done = time.monotonic() if completed else None
+            served = completed and pooling and fault is None and 200 <= reply.status < 300
             if pooling:
-                self._stats.timed(request.arrived, time.monotonic() if completed else None)
-        if completed and pooling and fault is None and 200 <= reply.status < 300:
+                self._stats.timed(request.arrived, done)
+                metrics.ended(
+                    number,
+                    path,
+                    reply.status,
+                    request.arrived,
+                    done,
+                    served,
+                    reply.sequences,
+                    reply.tokens,
+                    controls.ttfb_ms,
+                )
+        if served:
             self._stats.served(path, reply.tokens, reply.sequences, len(reply.body))
         return completed and request.keep_alive
 
@@ -137,6 +157,6 @@ class MockServer:
         if (request.method, request.path) == ("GET", "/mock/timings"):
             return Reply(200, orjson.dumps({"server_ms": self._stats.times_ms()}))
         if (request.method, request.path) == ("POST", "/mock/reset"):
-            self._stats.reset()
+            self.reset()
             return Reply(200, orjson.dumps(self._stats.snapshot()))
         return error_reply(404, f"Not Found: {request.method} {request.path}", "NotFoundError")

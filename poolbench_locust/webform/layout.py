@@ -88,6 +88,13 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--check-min-tokens-per-s", "Lowest input tokens/s"),
         ),
     ),
+    (
+        "Server metrics",
+        (
+            ("--server-metrics", "Server metrics URL"),
+            ("--server-metrics-interval", "Seconds between scrapes"),
+        ),
+    ),
 )
 OTHER = "Other"
 """The group of an option no group names (a locustfile's own, say): labelled with its flag."""

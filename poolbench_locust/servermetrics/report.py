@@ -1,0 +1,268 @@
+"""The server's view as tables: one row per server, and the reconciliation of its counts with the client's.
+
+Every place shows these same rows: the web UI tabs, PREFIX_server_metrics.csv and
+PREFIX_server_reconciliation.csv, the HTML report and the console. Times are in ms.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from poolbench_locust.servermetrics.deltas import ServerView
+
+PERCENTILES = (0.50, 0.90, 0.99)
+Value = int | float | str | None
+
+
+def _ms(seconds: float | None) -> Value:
+    if seconds is None:
+        return None
+    return "+Inf" if math.isinf(seconds) else round(seconds * 1000, 2)
+
+
+def _count(view: ServerView, role: str) -> Value:
+    return round(view.counters[role]) if view.has(role) else None
+
+
+def _per_second(view: ServerView, role: str) -> Value:
+    seconds = view.seconds()
+    return round(view.counters[role] / seconds, 1) if view.has(role) and seconds > 0 else None
+
+
+def _current(view: ServerView, role: str) -> Value:
+    rate = view.current_rate(role)
+    return None if rate is None else round(rate, 1)
+
+
+def _mean(view: ServerView, role: str) -> Value:
+    return _ms(view.hists[role].mean()) if view.has(role) else None
+
+
+def _percentile(view: ServerView, role: str, p: float) -> Value:
+    return _ms(view.hists[role].percentile(p)) if view.has(role) else None
+
+
+def _gauge(view: ServerView, role: str, pick: Callable[[Any], float | None]) -> Value:
+    if not view.has(role) or view.gauges[role].n == 0:
+        return None
+    value = pick(view.gauges[role])
+    return None if value is None else round(value, 1)
+
+
+def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
+    cols: list[tuple[str, Callable[[ServerView], Value]]] = [
+        ("Server", lambda v: v.shown),
+        ("Kind", lambda v: v.flavor.name if v.flavor else ""),
+        ("Scrapes", lambda v: v.scrapes),
+        ("Failed Scrapes", lambda v: v.failures),
+        ("Seconds", lambda v: round(v.seconds(), 1)),
+        ("Requests", lambda v: _count(v, "requests")),
+        ("Requests/s", lambda v: _per_second(v, "requests")),
+        ("Current Requests/s", lambda v: _current(v, "requests")),
+        ("Sequences", lambda v: _count(v, "sequences")),
+        ("Prompt Tokens", lambda v: _count(v, "prompt_tokens")),
+        ("Prompt Tokens/s", lambda v: _per_second(v, "prompt_tokens")),
+        ("Current Prompt Tokens/s", lambda v: _current(v, "prompt_tokens")),
+        ("Latency Mean", lambda v: _mean(v, "latency")),
+    ]
+    for p in PERCENTILES:
+        cols.append((f"Latency {round(p * 100)}%", lambda v, p=p: _percentile(v, "latency", p)))
+    cols += [
+        ("Current Latency Mean", lambda v: _ms(v.current_mean("latency"))),
+        ("HTTP Latency Mean", lambda v: _mean(v, "http_latency")),
+        ("Queue Mean", lambda v: _mean(v, "queue")),
+    ]
+    for p in PERCENTILES:
+        cols.append((f"Queue {round(p * 100)}%", lambda v, p=p: _percentile(v, "queue", p)))
+    for role, title in (("running", "Running"), ("waiting", "Waiting")):
+        cols += [
+            (title, lambda v, role=role: _gauge(v, role, lambda g: g.last)),
+            (f"{title} Mean", lambda v, role=role: _gauge(v, role, lambda g: g.mean())),
+            (f"{title} Max", lambda v, role=role: _gauge(v, role, lambda g: g.max)),
+        ]
+    cols += [("Rejected Series", lambda v: v.rejected), ("Counter Resets", lambda v: v.resets)]
+    return cols
+
+
+COLUMNS = _columns()
+HEADER = [title for title, _ in COLUMNS]
+
+
+def server_rows(views: Iterable[ServerView]) -> list[dict[str, Value]]:
+    return [{title: value(view) for title, value in COLUMNS} for view in views]
+
+
+@dataclass(frozen=True)
+class Client:
+    """The client's side of the reconciliation, from the pooling stats and Locust's own."""
+
+    successes: int
+    sequences: int
+    input_tokens: int
+    e2e_mean_ms: float | None
+    in_flight: int
+    """Requests that may be in flight at a scrape: the most users the run had (each has one at most)."""
+
+
+RECONCILIATION_HEADER = ["Check", "Server", "Client", "Gap", "Allowed Gap", "Flagged", "Note"]
+
+
+def _per_request(total: int, requests: int) -> int:
+    return math.ceil(total / requests) if requests else 0
+
+
+def reconciliation(views: Sequence[ServerView], client: Client) -> list[dict[str, Value]]:
+    """Server against client, summed over the servers: a count gap larger than the requests in flight
+    (in that figure's units) is flagged; so is a server mean latency above the client's."""
+    answered = [v for v in views if v.scrapes]
+    table: list[dict[str, Value]] = []
+
+    def count_row(check: str, role: str, mine: int, allowed: int, note: str) -> None:
+        having = [v for v in answered if v.has(role)]
+        if not having:
+            return
+        theirs = round(sum(v.counters[role] for v in having))
+        gap = theirs - mine
+        table.append(
+            {
+                "Check": check,
+                "Server": theirs,
+                "Client": mine,
+                "Gap": gap,
+                "Allowed Gap": allowed,
+                "Flagged": "yes" if abs(gap) > allowed else "",
+                "Note": note,
+            }
+        )
+
+    inflight = client.in_flight
+    count_row(
+        "Requests",
+        "requests",
+        client.successes,
+        inflight,
+        "the server's 2xx answers to the run's routes vs Locust's successful requests",
+    )
+    per = _per_request(client.sequences, client.successes)
+    count_row("Sequences", "sequences", client.sequences, inflight * per, "prompts the server ran vs the client's")
+    per = _per_request(client.input_tokens, client.successes)
+    count_row(
+        "Prompt Tokens",
+        "prompt_tokens",
+        client.input_tokens,
+        inflight * per,
+        "the server's token counter vs the client's Input Tokens",
+    )
+    latency = _server_mean(answered)
+    if latency is not None and client.e2e_mean_ms is not None:
+        role, server_ms = latency
+        gap = round(client.e2e_mean_ms - server_ms, 2)
+        table.append(
+            {
+                "Check": "Mean Latency",
+                "Server": round(server_ms, 2),
+                "Client": round(client.e2e_mean_ms, 2),
+                "Gap": gap,
+                "Allowed Gap": None,
+                "Flagged": "yes" if gap < 0 else "",
+                "Note": f"client E2E minus the server's {'HTTP ' if role == 'http_latency' else ''}mean: "
+                "the network's and the client's share",
+            }
+        )
+    return table
+
+
+def _server_mean(views: Sequence[ServerView]) -> tuple[str, float] | None:
+    """The server's mean time of a request, over all servers: its HTTP layer's where it has one (a
+    request's whole time there), else its own request latency."""
+    for role in ("http_latency", "latency"):
+        hists = [v.hists[role] for v in views if v.has(role) and v.hists[role].count > 0]
+        if hists:
+            return role, 1000 * sum(h.sum for h in hists) / sum(h.count for h in hists)
+    return None
+
+
+def _html_table(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in header) + "</tr>"
+        for r in table
+    )
+    return (
+        f'<table border="1" cellspacing="0" cellpadding="4"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
+
+
+CHART_W, CHART_H = 600, 120
+SERIES_COLORS = (("running", "#1f77b4"), ("waiting", "#d62728"))
+
+
+def gauge_chart(view: ServerView) -> str:
+    """Requests running and waiting at each scrape, as an inline SVG (no script: the report stays one file)."""
+    points = [(at, values) for at, values in view.history if any(values.get(r) is not None for r, _ in SERIES_COLORS)]
+    if len(points) < 2:
+        return ""
+    t0, t1 = points[0][0], points[-1][0]
+    top = max((values.get(role) or 0.0) for _, values in points for role, _ in SERIES_COLORS) or 1.0
+    lines = []
+    for role, color in SERIES_COLORS:
+        xy = " ".join(
+            f"{(at - t0) / (t1 - t0 or 1) * CHART_W:.1f},{CHART_H - (values.get(role) or 0.0) / top * CHART_H:.1f}"
+            for at, values in points
+        )
+        lines.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{xy}"/>')
+    legend = " ".join(f'<span style="color:{c}">{r}</span>' for r, c in SERIES_COLORS)
+    return (
+        f"<p>{html.escape(view.shown)}: requests {legend} over {t1 - t0:.0f} s (top: {top:g})</p>"
+        f'<svg width="{CHART_W}" height="{CHART_H}" style="border:1px solid #ccc">{"".join(lines)}</svg>'
+    )
+
+
+def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]], charts: str = "") -> str:
+    return (
+        '<section id="poolbench-server-metrics" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
+        "<h2>Server metrics (the server's own /metrics; times in ms)</h2>"
+        + _html_table(HEADER, servers)
+        + "<h3>Server against client</h3>"
+        + _html_table(RECONCILIATION_HEADER, checks)
+        + charts
+        + "</section>"
+    )
+
+
+def add_to_html(page: str, section: str) -> str:
+    index = page.rfind("</body>")
+    return page + section if index < 0 else page[:index] + section + page[index:]
+
+
+CONSOLE_COLUMNS = (
+    "Server",
+    "Kind",
+    "Requests",
+    "Sequences",
+    "Prompt Tokens",
+    "Latency Mean",
+    "Latency 99%",
+    "HTTP Latency Mean",
+    "Queue Mean",
+    "Running Max",
+    "Waiting Max",
+    "Failed Scrapes",
+)
+
+
+def _aligned(header: Sequence[str], table: Sequence[dict[str, Value]]) -> list[str]:
+    cells = [list(header)] + [["" if r[c] is None else str(r[c]) for c in header] for r in table]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+
+
+def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
+    lines = ["Server metrics (the server's own /metrics; times in ms)", *_aligned(CONSOLE_COLUMNS, servers)]
+    if checks:
+        lines += ["", "Server against client", *_aligned(RECONCILIATION_HEADER[:-1], checks)]
+    return lines

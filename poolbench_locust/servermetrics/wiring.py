@@ -1,0 +1,289 @@
+"""--server-metrics: its options, and the scraper's place in a Locust run and in every report.
+
+On the master (or the one local process) only: workers never scrape. The scraper starts with the
+test, takes a new base when the stats are reset (the end of --warmup, or the web UI's Reset stats),
+and scrapes once more when the test stops, after the users have finished their requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import gevent
+from flask import Response, jsonify, request
+from locust import events
+from locust.env import Environment
+from locust.runners import WorkerRunner
+
+from poolbench_locust.engine.user import EndpointUser, plan_for
+from poolbench_locust.hooks import _without_credentials
+from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
+from poolbench_locust.options import Option, OptionError, positive, register
+from poolbench_locust.servermetrics import report
+from poolbench_locust.servermetrics.deltas import ServerView
+from poolbench_locust.servermetrics.scrape import Scraper
+
+logger = logging.getLogger("poolbench_locust")
+console = logging.getLogger("locust.stats_logger")
+
+TABS = (
+    ("Server metrics", "server_metrics", report.HEADER),
+    ("Server vs client", "server_reconciliation", report.RECONCILIATION_HEADER),
+)
+HISTORY_HEADER = ["Timestamp", "Server", "Kind", "Requests", "Prompt Tokens", "Latency Mean", "Running", "Waiting"]
+
+
+def _targets(text: str) -> str:
+    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
+    if text in ("auto", "off"):
+        return text
+    for url in (u.strip() for u in text.split(",")):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(
+                f"must be auto, off, or http(s):// URLs separated by commas, got {_without_credentials(url)!r}"
+            )
+    return text
+
+
+OPTIONS = (
+    Option(
+        "--server-metrics",
+        _targets,
+        "auto",
+        "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
+        "off, or URLs separated by commas.",
+    ),
+    Option("--server-metrics-interval", positive, 5.0, "Seconds between two scrapes of the server's metrics."),
+)
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser: Any) -> None:
+    register(parser, "poolbench-locust server metrics", OPTIONS)
+
+
+def _option(environment: Environment, opt: Option) -> Any:
+    raw = getattr(environment.parsed_options, opt.dest, opt.default)
+    try:
+        return opt.parse(str(raw)) if raw not in (None, "") and opt.parse is not None else opt.default
+    except argparse.ArgumentTypeError as e:
+        raise OptionError(opt.flag, str(e)) from None
+
+
+def _routes(environment: Environment) -> frozenset[str]:
+    routes = set()
+    for user_class in environment.user_classes:
+        if issubclass(user_class, EndpointUser):
+            try:
+                routes.add(plan_for(user_class, environment.parsed_options).route)
+            except (OptionError, AttributeError):
+                continue  # hooks.py stops such a run with its own line
+    return frozenset(routes)
+
+
+def _urls(environment: Environment, mode: str) -> list[str]:
+    if mode != "auto":
+        return [u.strip() for u in mode.split(",")]
+    host = environment.host or next((u.host for u in environment.user_classes if getattr(u, "host", None)), None)
+    return [host.rstrip("/") + "/metrics"] if host else []
+
+
+@dataclass
+class State:
+    scraper: Scraper | None = None
+    views: list[ServerView] = field(default_factory=list)
+    history: TextIO | None = None
+
+    def server_rows(self) -> list[dict[str, Any]]:
+        return report.server_rows(v for v in self.views if v.scrapes or v.failures)
+
+    def html(self, environment: Environment) -> str:
+        charts = "".join(report.gauge_chart(v) for v in self.views if v.scrapes)
+        return report.html_section(self.server_rows(), self.checks(environment), charts)
+
+    def checks(self, environment: Environment) -> list[dict[str, Any]]:
+        return report.reconciliation(self.views, client_side(environment, self))
+
+
+def client_side(environment: Environment, state: State) -> report.Client:
+    pooling = stats_of(environment)
+    total = pooling.total
+    runner = environment.runner
+    e2e_mean = None
+    if runner is not None:
+        entries = [runner.stats.entries.get((name, "POST")) for name in pooling.entries]
+        done = sum(e.num_requests for e in entries if e is not None)
+        if done:
+            e2e_mean = sum(e.total_response_time for e in entries if e is not None) / done
+    return report.Client(
+        successes=total.requests - total.failures,
+        sequences=total.sequences,
+        input_tokens=total.input_tokens,
+        e2e_mean_ms=e2e_mean,
+        in_flight=state.scraper.peak_users if state.scraper is not None else 0,
+    )
+
+
+def _start(environment: Environment, state: State) -> None:
+    if state.scraper is not None:
+        state.scraper.finish()  # a web UI run started again before the last one's stop
+    state.scraper = None
+    state.views = []
+    try:
+        mode = _option(environment, OPTIONS[0])
+        interval = _option(environment, OPTIONS[1])
+    except OptionError as e:  # typed into the web UI's form: stop this run with the one line
+        logger.error("%s", e)
+        if environment.runner is not None:
+            gevent.spawn(environment.runner.stop)
+        return
+    if mode == "off" or not (urls := _urls(environment, mode)):
+        return
+    state.views = [ServerView(url, _without_credentials(url)) for url in urls]
+    runner = environment.runner
+    state.scraper = Scraper(
+        state.views,
+        _routes(environment),
+        interval,
+        optional=mode == "auto",
+        on_scrape=lambda view: _write_history(state, view),
+        users=(lambda: runner.user_count) if runner is not None else None,
+    )
+    state.scraper.start()
+
+
+def _write_history(state: State, view: ServerView) -> None:
+    if state.history is None:
+        return
+    row = report.server_rows([view])[0]
+    writer = csv.writer(state.history)
+    writer.writerow(
+        [
+            int(time.time()),
+            row["Server"],
+            row["Kind"],
+            *("" if row[c] is None else row[c] for c in HISTORY_HEADER[3:]),
+        ]
+    )
+    state.history.flush()
+
+
+def _install_web_ui(environment: Environment, state: State) -> None:
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    args = web_ui.template_args
+    for title, key, header in TABS:
+        args.setdefault("extended_tabs", []).append({"title": title, "key": key})
+        args.setdefault("extended_tables", []).append(
+            {"key": key, "structure": [{"key": _slug(c), "title": c} for c in header]}
+        )
+    args.setdefault("extended_csv_files", []).append(
+        {"href": "./server-metrics/csv", "title": "Download server metrics CSV"}
+    )
+
+    def web_rows(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+        return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row[name]} for row in rows]
+
+    @web_ui.app.after_request
+    def extend(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.is_json:
+            data = response.get_json()
+            data.setdefault("extended_stats", []).extend(
+                [
+                    {"key": "server_metrics", "data": web_rows(state.server_rows(), "Server")},
+                    {"key": "server_reconciliation", "data": web_rows(state.checks(environment), "Check")},
+                ]
+            )
+            response.set_data(jsonify(data).get_data())
+        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
+            response.set_data(report.add_to_html(response.get_data(as_text=True), state.html(environment)))
+        return response
+
+    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+
+    @web_ui.app.route(f"{base}/server-metrics/csv")
+    @web_ui.auth_required_if_enabled
+    def server_metrics_csv() -> Response:
+        return Response(
+            csv_text(state.server_rows(), report.HEADER),
+            mimetype="text/csv",
+            headers={"Content-Disposition": f"attachment;filename=server_metrics_{int(time.time())}.csv"},
+        )
+
+
+@events.init.add_listener
+def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+        return  # the master scrapes, once for the whole run
+    state = environment.poolbench_server_metrics = State()  # type: ignore[attr-defined]
+    if web_ui is not None:
+        _install_web_ui(environment, state)
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if prefix:
+        state.history = open(f"{prefix}_server_metrics_history.csv", "w", newline="")  # noqa: SIM115
+        csv.writer(state.history).writerow(HISTORY_HEADER)
+
+    @environment.events.test_start.add_listener
+    def start(**_: Any) -> None:
+        _start(environment, state)
+
+    @environment.events.test_stopping.add_listener
+    def stopping(**_: Any) -> None:
+        if state.scraper is not None:
+            state.scraper.note_users()  # the users still run: how many requests may be in flight
+
+    @environment.events.test_stop.add_listener
+    def stop(**_: Any) -> None:
+        if state.scraper is not None:
+            state.scraper.finish()
+
+    @environment.events.reset_stats.add_listener
+    def reset(**_: Any) -> None:
+        # The end of --warmup, or the web UI's Reset stats: the client counts from now, so does the server.
+        # Now, not in a greenlet: requests begun before warm-up's end are counted by no client.
+        if state.scraper is not None:
+            state.scraper.rebase()
+
+    @environment.events.quitting.add_listener
+    def finish(**_: Any) -> None:
+        if state.scraper is not None:
+            state.scraper.finish()  # done already if the test stopped before Locust quit
+        if not (servers := state.server_rows()):
+            return
+        checks = state.checks(environment)
+        if prefix:
+            with open(f"{prefix}_server_metrics.csv", "w", newline="") as f:
+                f.write(csv_text(servers, report.HEADER))
+            with open(f"{prefix}_server_reconciliation.csv", "w", newline="") as f:
+                f.write(csv_text(checks, report.RECONCILIATION_HEADER))
+        html_file = getattr(environment.parsed_options, "html_file", None)
+        if html_file:
+            with open(html_file, encoding="utf-8") as f:
+                page = f.read()
+            with open(html_file, "w", encoding="utf-8") as f:
+                f.write(report.add_to_html(page, state.html(environment)))
+        for check in checks:
+            if check["Flagged"]:
+                logger.warning(
+                    "Server metrics: %s differ: server %s, client %s (allowed gap %s)",
+                    check["Check"],
+                    check["Server"],
+                    check["Client"],
+                    check["Allowed Gap"],
+                )
+
+    @environment.events.quit.add_listener
+    def summary(**_: Any) -> None:
+        if servers := state.server_rows():
+            for line in report.console_lines(servers, state.checks(environment)):
+                console.info(line)
+            console.info("")
+        if state.history is not None:
+            state.history.close()
