@@ -217,7 +217,7 @@ def delayed_runs(mock_server_factory, tmp_path_factory) -> dict[str, Path]:
 
 def compare_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "poolbench_locust.results.compare", *args],
+        [sys.executable, "-m", "poolbench_locust.results.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

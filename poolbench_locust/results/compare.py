@@ -10,7 +10,6 @@ the tables and the runs' curves overlaid, one page with inline SVG and nothing f
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,44 +251,3 @@ def parse_limit(text: str) -> float:
     if not 0 <= percent < 1000:
         raise argparse.ArgumentTypeError(f"must be a percentage from 0% to 1000%, got {text!r}")
     return percent / 100
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="poolbench-compare",
-        description="Compare poolbench-locust JSON results (--json-result): the first is the base.",
-    )
-    parser.add_argument("base", help="the base run's JSON result")
-    parser.add_argument("new", nargs="+", help="runs to compare against the base")
-    parser.add_argument("--html", metavar="FILE", help="also write the tables and the runs' curves to this HTML page")
-    parser.add_argument(
-        "--max-regression",
-        type=parse_limit,
-        metavar="PERCENT",
-        help="exit 1 when a change beyond noise makes a figure worse by more than this (e.g. 5%%)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        runs = [load(p) for p in [args.base, *args.new]]
-    except ResultError as e:
-        print(f"poolbench-compare: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    found = compare(runs)
-    sys.stdout.write(text_tables(found, runs))
-    if args.html:
-        from poolbench_locust.results.page import html_page
-
-        try:
-            Path(args.html).write_text(html_page(found, runs), encoding="utf-8")
-        except OSError as e:
-            print(f"poolbench-compare: --html {args.html}: {e.strerror or e}", file=sys.stderr)
-            return EXIT_USAGE
-    if args.max_regression is not None and (bad := regressions(found, runs, args.max_regression)):
-        for line in bad:
-            print(f"Regression: {line}", file=sys.stderr)
-        return EXIT_REGRESSION
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
