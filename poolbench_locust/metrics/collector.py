@@ -3,8 +3,9 @@ time-to-headers and body transfer, per request name and in total.
 
 It is fed by the engine's request events (their `context`) and fires none of its own, so
 Locust's own table stays as it is. Like Locust's `RequestStats`, a worker ships what it gathered
-since its last report and starts again from zero; the master adds every report up. Histograms use
-Locust's own bucketing and percentile functions, so our percentiles round like Locust's.
+since its last report and starts again from zero; the master adds every report up. The timings go
+into log-linear histograms (histogram.py) of 0.05 % resolution, finer than Locust's own buckets
+(two significant digits), so the pooling table's percentiles keep the clock's accuracy.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from locust.stats import (
-    CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW,
-    bucket_response_time,
-    calculate_response_time_percentile,
-)
+from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
+
+from poolbench_locust.metrics.goodput import Slo
+from poolbench_locust.metrics.histogram import Histogram
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
@@ -27,33 +27,6 @@ KEPT_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW + 10
 """Seconds of per_second an entry keeps before its last request: the current window (which `current`
 reads as Locust's current_rps does, the 12 s to 3 s before the last request) with room to spare, as
 many as Locust keeps of its cached response times; older seconds are dropped."""
-
-
-@dataclass
-class Histogram:
-    """A {bucketed ms: count} distribution, as Locust keeps its response times."""
-
-    counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    n: int = 0
-    max: float = 0.0
-
-    def add(self, ms: float) -> None:
-        self.counts[bucket_response_time(ms)] += 1
-        self.n += 1
-        if ms > self.max:
-            self.max = ms
-
-    def percentile(self, fraction: float) -> int | None:
-        return calculate_response_time_percentile(self.counts, self.n, fraction) if self.n else None
-
-    def merge(self, data: dict[str, Any]) -> None:
-        for bucket, count in data["counts"].items():
-            self.counts[int(bucket)] += count
-        self.n += data["n"]
-        self.max = max(self.max, data["max"])
-
-    def dump(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "n": self.n, "max": self.max}
 
 
 TIMINGS = ("ttfb", "e2e", "transfer", "queue", "server_queue", "server_inference")
@@ -68,6 +41,8 @@ COUNTERS = (
     "bytes",
     "server_tokens_compared",
     "client_tokens_compared",
+    "good_requests",
+    "good_input_tokens",
 )
 
 
@@ -83,6 +58,9 @@ class Entry:
     server_tokens_compared: int = 0
     """Server-reported tokens of the requests the client counted too: the two sides of the gap."""
     client_tokens_compared: int = 0
+    good_requests: int = 0
+    """Successful requests that met every objective of --slo (none without it): goodput."""
+    good_input_tokens: int = 0
     per_second: dict[int, list[int]] = field(default_factory=dict)
     """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
@@ -100,7 +78,10 @@ class Entry:
         for old in [t for t in self.per_second if t < oldest]:
             del self.per_second[old]
 
-    def log(self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any]) -> None:
+    def log(
+        self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any], good: bool = False
+    ) -> None:
+        """One request event; `good`: it succeeded and met every objective of --slo."""
         self.requests += 1
         self.bytes += nbytes
         sequences = context["sequences"]
@@ -115,6 +96,9 @@ class Entry:
             if (client := context.get("client_tokens")) is not None:
                 self.server_tokens_compared += tokens
                 self.client_tokens_compared += client
+            if good:
+                self.good_requests += 1
+                self.good_input_tokens += tokens
         t = int(now)
         second = self.per_second.get(t)
         if second is None:  # the first request of a new second: trim here, not on every request
@@ -166,6 +150,8 @@ class Entry:
             "bytes": self.bytes,
             "server_tokens_compared": self.server_tokens_compared,
             "client_tokens_compared": self.client_tokens_compared,
+            "good_requests": self.good_requests,
+            "good_input_tokens": self.good_input_tokens,
             "per_second": self.per_second,
             "timings": {k: h.dump() for k, h in self.timings.items()},
             "first": self.first,
@@ -201,6 +187,8 @@ class PoolingStats:
         self.entries: dict[str, Entry] = {}
         self.total = Entry(AGGREGATED)
         self.start_time = time.time()
+        self.slo: Slo | None = None
+        """The run's --slo (set from the options at start; kept through resets): goodput counts against it."""
 
     def on_request(
         self, name: str, response_time: float, response_length: int, exception: Any, context: dict[str, Any], **_: Any
@@ -212,8 +200,9 @@ class PoolingStats:
         entry = self.entries.get(name)
         if entry is None:
             entry = self.entries[name] = Entry(name)
-        entry.log(now, response_time, response_length, failed, context)
-        self.total.log(now, response_time, response_length, failed, context)
+        good = not failed and self.slo is not None and self.slo.met(response_time, context)
+        entry.log(now, response_time, response_length, failed, context, good)
+        self.total.log(now, response_time, response_length, failed, context, good)
 
     def reset(self) -> None:
         self.entries.clear()
@@ -235,6 +224,11 @@ class PoolingStats:
                 entry = self.entries[data["name"]] = Entry(data["name"])
             entry.merge(data)
         self.total.merge(report["total"])
+
+    def per_second(self, entry: Entry, amount: float) -> float:
+        """`amount` per second of the run so far, up to the entry's last request."""
+        elapsed = (entry.last - self.start_time) if entry.last is not None else 0.0
+        return amount / max(elapsed, 1e-9) if entry.last is not None else 0.0
 
     def sorted_entries(self) -> list[Entry]:
         return [self.entries[name] for name in sorted(self.entries)]
