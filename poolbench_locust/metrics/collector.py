@@ -18,7 +18,7 @@ from typing import Any
 from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
 from poolbench_locust.metrics.goodput import Slo
-from poolbench_locust.metrics.histogram import Histogram
+from poolbench_locust.metrics.histogram import Histogram, Moments
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
@@ -64,6 +64,8 @@ class Entry:
     per_second: dict[int, list[int]] = field(default_factory=dict)
     """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
+    e2e_moments: Moments = field(default_factory=Moments)
+    """The exact E2E mean and standard deviation."""
     first: float | None = None
     last: float | None = None
     _trimmed_at: int = field(default=0, init=False, repr=False, compare=False)
@@ -109,6 +111,7 @@ class Entry:
         second[2] += nbytes
         timings = self.timings
         timings["e2e"].add(e2e)
+        self.e2e_moments.add(e2e)
         queue = context.get("queue_ms")
         if queue is not None:
             timings["queue"].add(queue)
@@ -133,6 +136,7 @@ class Entry:
                 mine[i] += value
         for key, histogram in data["timings"].items():
             self.timings[key].merge(histogram)
+        self.e2e_moments.merge(data["e2e_moments"])
         if data["first"] is not None:
             self.first = data["first"] if self.first is None else min(self.first, data["first"])
             self.last = data["last"] if self.last is None else max(self.last or 0.0, data["last"])
@@ -154,6 +158,7 @@ class Entry:
             "good_input_tokens": self.good_input_tokens,
             "per_second": self.per_second,
             "timings": {k: h.dump() for k, h in self.timings.items()},
+            "e2e_moments": self.e2e_moments.dump(),
             "first": self.first,
             "last": self.last,
         }

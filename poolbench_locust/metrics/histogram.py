@@ -7,10 +7,11 @@ below 1 µs (0, a negative or a NaN from a confused server) counts as 0, anythin
 an hour. So a histogram holds at most MAX_BUCKETS buckets, however long the run.
 
 The buckets live in a dict {key: count} that holds only the buckets seen, so a worker's report
-(msgpack: small ints for keys and counts) stays small, and merging is adding counts. The mean and
-standard deviation come from the (clamped) values themselves, not from the buckets, kept with
-Welford's running mean and sum of squared deviations, merged with Chan's formula: a sum of squares
-would cancel out the spread of 175,007 ms requests that differ by a fraction of a millisecond.
+(msgpack: small ints for key steps and counts) stays small, and merging is adding counts. The mean
+and standard deviation (`Moments`, kept for E2E only: it costs a tenth of a µs a value) come from
+the values themselves, not from the buckets, with Welford's running mean and sum of squared
+deviations, merged with Chan's formula: a sum of squares would cancel out the spread of 175,007 ms
+requests that differ by a fraction of a millisecond.
 
 Why not the `hdrhistogram` package: it records integers into a dense array (23,552 counters,
 188 kB per histogram at 3 significant digits for 1 µs..1 h; a pooling entry keeps six) and its
@@ -61,17 +62,14 @@ def bucket_value(key: int) -> float:
 
 
 class Histogram:
-    """Milliseconds: counts per log-linear bucket, the count, the max, and Welford's mean and m2."""
+    """Milliseconds: counts per log-linear bucket, the count and the max."""
 
-    __slots__ = ("_cumulative", "_keys", "_mean", "counts", "m2", "max", "n")
+    __slots__ = ("_cumulative", "_keys", "counts", "max", "n")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
         self.n = 0
         self.max = 0.0
-        self._mean = 0.0
-        self.m2 = 0.0
-        """The sum of squared deviations from the mean (Welford's M2)."""
         self._keys: list[int] = []
         self._cumulative: list[int] = []
         """Sorted keys and running counts, rebuilt when n has moved since: for percentiles, off the hot path."""
@@ -85,15 +83,11 @@ class Histogram:
             key = (exponent << SUB_BUCKET_BITS) + int(mantissa * _SCALE)
             if ms > self.max:
                 self.max = ms
-        else:  # 0, below 1 µs, negative or NaN: 0, so that neither the buckets nor the mean take it in
-            ms = 0.0
+        else:  # 0, below 1 µs, negative or NaN
             key = ZERO_KEY
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
-        n = self.n = self.n + 1
-        delta = ms - self._mean
-        self._mean += delta / n
-        self.m2 += delta * (ms - self._mean)
+        self.n += 1
 
     def _ranks(self) -> tuple[list[int], list[int]]:
         if not self._cumulative or self._cumulative[-1] != self.n:
@@ -109,28 +103,61 @@ class Histogram:
         rank = min(self.n, max(1, math.ceil(fraction * self.n - 1e-9)))
         return min(bucket_value(keys[bisect_left(cumulative, rank)]), self.max)
 
+    def merge(self, data: dict[str, Any]) -> None:
+        counts = self.counts
+        key = 0
+        for step, count in zip(data["keys"], data["counts"], strict=True):
+            key += step
+            counts[key] = counts.get(key, 0) + count
+        self.n += data["n"]
+        self.max = max(self.max, data["max"])
+
+    def dump(self) -> dict[str, Any]:
+        """What a worker ships, for msgpack: the sorted keys as steps from the one before (mostly one
+        byte each, where {key: count} took three for the key) and their counts."""
+        keys = sorted(self.counts)
+        steps = [b - a for a, b in zip([0, *keys], keys, strict=False)]  # each key less the one before
+        return {"keys": steps, "counts": [self.counts[k] for k in keys], "n": self.n, "max": self.max}
+
+
+class Moments:
+    """The count, mean and sum of squared deviations (Welford's M2) of milliseconds, clamped into
+    [0, HIGHEST_MS] as the histogram clamps them: the exact mean and standard deviation."""
+
+    __slots__ = ("m2", "mean_ms", "n")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean_ms = 0.0
+        self.m2 = 0.0
+
+    def add(self, ms: float) -> None:
+        if not ms >= 0.0:  # also NaN
+            ms = 0.0
+        elif ms > HIGHEST_MS:
+            ms = HIGHEST_MS
+        n = self.n = self.n + 1
+        delta = ms - self.mean_ms
+        self.mean_ms += delta / n
+        self.m2 += delta * (ms - self.mean_ms)
+
     def mean(self) -> float | None:
-        return self._mean if self.n else None
+        return self.mean_ms if self.n else None
 
     def stddev(self) -> float | None:
         """The sample standard deviation (n - 1); None below two samples."""
         return math.sqrt(max(self.m2, 0.0) / (self.n - 1)) if self.n >= 2 else None
 
     def merge(self, data: dict[str, Any]) -> None:
+        """Chan's formula for two sets' mean and M2 together."""
         n_other = data["n"]
         if not n_other:
             return
-        counts = self.counts
-        for key, count in data["counts"].items():
-            key = int(key)
-            counts[key] = counts.get(key, 0) + count
         n_mine, n = self.n, self.n + n_other
-        delta = data["mean"] - self._mean
-        self._mean += delta * n_other / n
+        delta = data["mean"] - self.mean_ms
+        self.mean_ms += delta * n_other / n
         self.m2 += data["m2"] + delta * delta * n_mine * n_other / n
         self.n = n
-        self.max = max(self.max, data["max"])
 
     def dump(self) -> dict[str, Any]:
-        """What a worker ships: msgpack-friendly (int keys and counts, four numbers)."""
-        return {"counts": dict(self.counts), "n": self.n, "max": self.max, "mean": self._mean, "m2": self.m2}
+        return {"n": self.n, "mean": self.mean_ms, "m2": self.m2}

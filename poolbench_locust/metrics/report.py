@@ -60,8 +60,8 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
     ]
     for key, title in TIMING_COLUMNS:
         if key == "e2e":
-            cols.append(("E2E Mean", lambda s, e: _ms(e.timings["e2e"].mean())))
-            cols.append(("E2E Stddev", lambda s, e: _ms(e.timings["e2e"].stddev())))
+            cols.append(("E2E Mean", lambda s, e: _ms(e.e2e_moments.mean())))
+            cols.append(("E2E Stddev", lambda s, e: _ms(e.e2e_moments.stddev())))
         for p in PERCENTILES:
             cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: _ms(e.timings[key].percentile(p))))
         cols.append((f"{title} Max", lambda s, e, key=key: _ms(e.timings[key].max) if e.timings[key].n else None))
