@@ -92,8 +92,10 @@ def main() -> None:
     parser.add_argument("--slo", default=None, help="also time on_request with this --slo (where supported)")
     args = parser.parse_args()
 
-    def fresh_stats() -> PoolingStats:
+    def fresh_stats(worker: bool = False) -> PoolingStats:
         stats = PoolingStats()
+        if worker and hasattr(stats, "keeps_total"):  # a worker logs no total (where the collector has the switch)
+            stats.keeps_total = False
         if args.slo is not None:
             from poolbench_locust.metrics import goodput
 
@@ -101,17 +103,18 @@ def main() -> None:
         return stats
 
     print(f"Python {sys.version.split()[0]}, {args.requests:,} requests a round, median of {args.rounds} rounds")
-    print(f"{'case':<26}{'Entry.log us':>14}{'on_request us':>15}")
+    print(f"{'case':<26}{'Entry.log us':>14}{'on_request us':>15}{'on a worker us':>16}")
     start = time.time()
     for case, flags in CASES.items():
         samples = contexts(args.requests, **flags)
         log_us = timed(entry_log(samples, start), args.requests, args.rounds)
         # on_request reads the clock itself; time.time is what it calls, as in a run.
         request_us = timed(on_request(samples, fresh_stats), args.requests, args.rounds)
-        print(f"{case:<26}{log_us:>14.3f}{request_us:>15.3f}")
+        worker_us = timed(on_request(samples, lambda: fresh_stats(worker=True)), args.requests, args.rounds)
+        print(f"{case:<26}{log_us:>14.3f}{request_us:>15.3f}{worker_us:>16.3f}")
     # What a worker ships each report interval (3 s), packed as Locust packs it (msgpack).
     for rate in (100, 1000, 5000):
-        stats = fresh_stats()
+        stats = fresh_stats(worker=True)
         on_request(contexts(rate * 3), lambda stats=stats: stats)()
         packed = msgpack.packb(stats.take_report(), use_bin_type=True)
         print(f"report of 3 s at {rate:,} requests/s: {len(packed):,} bytes (msgpack)")

@@ -190,6 +190,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     environment.events.request.add_listener(stats.on_request)
     environment.events.reset_stats.add_listener(stats.reset)
     if isinstance(runner, WorkerRunner):
+        stats.keeps_total = False
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
