@@ -15,17 +15,7 @@ from tests.harness import Run
 from tests.test_cli import csv_rows, locust
 from tests.test_metrics import LOAD
 
-HEADLESS = [
-    "--headless",
-    "-u",
-    "2",
-    "-r",
-    "2",
-    "-t",
-    "2s",
-    "--stop-timeout",
-    "5",
-]  # requests in flight at the end finish
+HEADLESS = "--headless -u 2 -r 2 -t 2s --stop-timeout 5".split()  # requests in flight at the end finish
 SLO = "e2e_ms=400,ttfb_ms=150"
 # (mock controls, times sent, meets the SLO). A request that meets it does so with 130 ms to spare,
 # and a crowded machine only makes requests slower, so none of them can land on the other side.
