@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.goodput import Slo, parse_slo
 from poolbench_locust.metrics.report import rows
@@ -102,3 +104,17 @@ def test_goodput_is_in_the_csv_the_console_and_the_html_report_and_names_its_flo
     assert int(aggregated["SLO Met"]) == mock_server.stats()["ok"] > 0
     page = report.read_text()
     assert "<th>Goodput Requests/s</th>" in page and "--slo e2e_ms=20000" in page
+
+
+@pytest.mark.parametrize(
+    ("slo", "floor", "error"),
+    [
+        ("e2e_ms=300", "5", None),
+        ("", None, None),
+        ("e2e_ms=abc", None, "--slo: e2e_ms must be a number of ms > 0, got 'abc'"),
+        ("", "5", "--check-min-goodput: goodput counts the requests that met --slo: give --slo too"),
+    ],
+)
+def test_the_web_uis_text_is_checked_at_start_like_the_command_line(slo, floor, error):
+    """The web UI's form hands the values over as text, unchecked: hooks' start check reads them so."""
+    assert checks.start_error(SimpleNamespace(slo=slo, check_min_goodput=floor)) == error
