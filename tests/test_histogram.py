@@ -11,9 +11,18 @@ import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from locust.stats import bucket_response_time
 
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.metrics.histogram import HIGHEST_MS, LOWEST_MS, MAX_BUCKETS, Histogram, Moments
+from poolbench_locust.metrics.histogram import (
+    HIGHEST_MS,
+    LOWEST_MS,
+    MAX_BUCKETS,
+    Histogram,
+    Moments,
+    difference,
+    locust_counts,
+)
 from poolbench_locust.metrics.report import rows
 
 TOLERANCE = 0.001
@@ -131,3 +140,30 @@ def test_pooling_rows_merged_from_two_workers_equal_one_process():
                 assert row_m[column] == pytest.approx(value, rel=1e-9), column
             else:
                 assert row_m[column] == value, (row_s["Name"], column)
+
+
+@settings(max_examples=100, deadline=None)
+@given(samples, samples)
+def test_the_difference_of_two_dumps_is_the_histogram_of_the_values_in_between(first, then):
+    histogram = fed(first)
+    before = shipped(histogram)
+    for value in then:
+        histogram.add(value)
+    window = Histogram()
+    window.merge(difference(shipped(histogram), before))
+    assert window.counts == fed(then).counts and window.n == len(then)
+    assert difference(before, None) == before
+
+
+@settings(max_examples=100, deadline=None)
+@given(samples)
+def test_locust_counts_are_what_locusts_own_bucketing_gives_within_its_rounding(values):
+    counts = locust_counts(fed(values))
+    assert sum(counts.values()) == len(values)
+    locust_own: dict[int, int] = {}
+    for value in values:
+        locust_own[bucket_response_time(value)] = locust_own.get(bucket_response_time(value), 0) + 1
+    # The same buckets, but for values within 0.05 % of one of Locust's rounding edges.
+    moved = sum(abs(counts.get(k, 0) - locust_own.get(k, 0)) for k in {*counts, *locust_own}) // 2
+    edges = sum(1 for v in values if bucket_response_time(v * 1.0005) != bucket_response_time(v * 0.9995))
+    assert moved <= edges

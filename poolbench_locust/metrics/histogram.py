@@ -26,6 +26,8 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import Any
 
+from locust.stats import bucket_response_time
+
 SUB_BUCKET_BITS = 10
 SUB_BUCKETS = 1 << SUB_BUCKET_BITS
 """Linear steps per power of two: 1024, a relative bucket width of at most 1/1024 (0.098 %)."""
@@ -116,8 +118,7 @@ class Histogram:
         """What a worker ships, for msgpack: the sorted keys as steps from the one before (mostly one
         byte each, where {key: count} took three for the key) and their counts."""
         keys = sorted(self.counts)
-        steps = [b - a for a, b in zip([0, *keys], keys, strict=False)]  # each key less the one before
-        return {"keys": steps, "counts": [self.counts[k] for k in keys], "n": self.n, "max": self.max}
+        return {"keys": _steps(keys), "counts": [self.counts[k] for k in keys], "n": self.n, "max": self.max}
 
 
 class Moments:
@@ -161,3 +162,37 @@ class Moments:
 
     def dump(self) -> dict[str, Any]:
         return {"n": self.n, "mean": self.mean_ms, "m2": self.m2}
+
+
+def difference(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
+    """The dump of the values added between two dumps of one histogram (`before` None: all of `now`):
+    for a window of recent requests. Its max is `now`'s, the largest of the run so far."""
+    if before is None:
+        return now
+    old = dict(zip(_keys_of(before), before["counts"], strict=True))
+    keys, counts = [], []
+    for key, count in zip(_keys_of(now), now["counts"], strict=True):
+        if (added := count - old.get(key, 0)) > 0:
+            keys.append(key)
+            counts.append(added)
+    return {"keys": _steps(keys), "counts": counts, "n": now["n"] - before["n"], "max": now["max"]}
+
+
+def _steps(keys: list[int]) -> list[int]:
+    """Sorted keys as each one less the one before (the first less 0): small numbers for msgpack."""
+    return [b - a for a, b in zip([0, *keys], keys, strict=False)]
+
+
+def _keys_of(dump: dict[str, Any]) -> list[int]:
+    return list(accumulate(dump["keys"]))
+
+
+def locust_counts(histogram: Histogram) -> dict[int, int]:
+    """The histogram in Locust's own form, {ms rounded by Locust's bucket_response_time: count}, for
+    what speaks that form (Locust's percentile function, files written in its bucketing): two
+    significant digits again, so only where that is what the reader expects."""
+    counts: dict[int, int] = {}
+    for key, count in histogram.counts.items():
+        ms = bucket_response_time(bucket_value(key))
+        counts[ms] = counts.get(ms, 0) + count
+    return counts
