@@ -16,6 +16,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.user import EndpointUser, plan_for
+from poolbench_locust.metrics import checks
 from poolbench_locust.options import OPTIONS, OptionError
 
 logger = logging.getLogger("poolbench_locust")
@@ -41,6 +42,8 @@ def _endpoint_users(environment: Environment) -> list[type[EndpointUser]]:
 def configuration_error(environment: Environment, options: Any = None) -> str | None:
     """The one line that says why the options (the environment's, or `options`) or the User classes
     cannot run, or None."""
+    if (error := checks.start_error(options or environment.parsed_options)) is not None:
+        return error
     for user_class in _endpoint_users(environment):
         # Checked before plan_for, which would fail on it with an AttributeError and a traceback.
         if not isinstance(getattr(user_class, "endpoint", None), Endpoint):

@@ -207,6 +207,8 @@ def test_web_ui_shows_the_pooling_rows_live(mock_server):
         (["--check-min-tokens-per-s", "1"], True),
         (["--check-min-tokens-per-s", "100000000"], False),
         (["--check-p95-ms", "0"], False),
+        (["--check-min-goodput", "1", "--slo", "e2e_ms=20000"], True),
+        (["--check-min-goodput", "100000000", "--slo", "e2e_ms=20000"], False),
     ],
 )
 def test_checks_set_the_exit_code(mock_server, check, passes):

@@ -8,8 +8,9 @@ from typing import Any
 from locust import events
 from locust.env import Environment
 
+from poolbench_locust.metrics import goodput
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.options import Option, non_negative, register
+from poolbench_locust.options import Option, OptionError, non_negative, register
 
 EXIT_CODE = 3
 """The exit code of a run whose checks failed (2 is Locust's for a bad command line)."""
@@ -26,12 +27,29 @@ CHECKS = (
     Option("--check-p95-ms", non_negative, None, "Fail the run if Locust's total p95 response time exceeds this."),
     Option("--check-fail-ratio", _ratio, None, "Fail the run if the ratio of failed requests exceeds this (0-1)."),
     Option("--check-min-tokens-per-s", non_negative, None, "Fail the run if input tokens/s stay below this."),
+    Option(
+        "--check-min-goodput",
+        non_negative,
+        None,
+        "Fail the run if goodput (requests/s that met every objective of --slo) stays below this.",
+    ),
 )
 
 
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any) -> None:
     register(parser, "poolbench-locust checks", CHECKS)
+
+
+def start_error(options: Any) -> str | None:
+    """The one line that says why --slo or the checks cannot run (checked at start), or None."""
+    try:
+        slo = goodput.slo_of(options)
+    except OptionError as e:
+        return str(e)
+    if _limit(options, "check_min_goodput", non_negative) is not None and slo is None:
+        return "--check-min-goodput: goodput counts the requests that met --slo: give --slo too"
+    return None
 
 
 def _number(value: float) -> str:
@@ -60,10 +78,16 @@ def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
             f"--check-fail-ratio {_number(ratio)}: {total.num_failures} of {total.num_requests} failed "
             f"({total.fail_ratio:.3f})"
         )
+    entry = stats.total
     if (floor := _limit(options, "check_min_tokens_per_s", non_negative)) is not None:
-        entry = stats.total
-        elapsed = (entry.last - stats.start_time) if entry.last else 0.0
-        rate = entry.input_tokens / elapsed if elapsed > 0 else 0.0
+        rate = stats.per_second(entry, entry.input_tokens)
         if rate < floor:
             failed.append(f"--check-min-tokens-per-s {_number(floor)}: input tokens/s was {rate:.1f}")
+    if (floor := _limit(options, "check_min_goodput", non_negative)) is not None:
+        rate = stats.per_second(entry, entry.good_requests)
+        if rate < floor:
+            failed.append(
+                f"--check-min-goodput {_number(floor)}: goodput was {rate:.1f} requests/s "
+                f"({entry.good_requests} of {entry.requests} requests met --slo {stats.slo})"
+            )
     return failed

@@ -3,8 +3,9 @@ time-to-headers and body transfer, per request name and in total.
 
 It is fed by the engine's request events (their `context`) and fires none of its own, so
 Locust's own table stays as it is. Like Locust's `RequestStats`, a worker ships what it gathered
-since its last report and starts again from zero; the master adds every report up. Histograms use
-Locust's own bucketing and percentile functions, so our percentiles round like Locust's.
+since its last report and starts again from zero; the master adds every report up. The timings go
+into log-linear histograms (histogram.py) of 0.05 % resolution, finer than Locust's own buckets
+(two significant digits), so the pooling table's percentiles keep the clock's accuracy.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from locust.stats import (
-    CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW,
-    bucket_response_time,
-    calculate_response_time_percentile,
-)
+from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
+
+from poolbench_locust.metrics.goodput import Slo
+from poolbench_locust.metrics.histogram import Histogram, Moments
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
@@ -27,33 +27,6 @@ KEPT_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW + 10
 """Seconds of per_second an entry keeps before its last request: the current window (which `current`
 reads as Locust's current_rps does, the 12 s to 3 s before the last request) with room to spare, as
 many as Locust keeps of its cached response times; older seconds are dropped."""
-
-
-@dataclass
-class Histogram:
-    """A {bucketed ms: count} distribution, as Locust keeps its response times."""
-
-    counts: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    n: int = 0
-    max: float = 0.0
-
-    def add(self, ms: float) -> None:
-        self.counts[bucket_response_time(ms)] += 1
-        self.n += 1
-        if ms > self.max:
-            self.max = ms
-
-    def percentile(self, fraction: float) -> int | None:
-        return calculate_response_time_percentile(self.counts, self.n, fraction) if self.n else None
-
-    def merge(self, data: dict[str, Any]) -> None:
-        for bucket, count in data["counts"].items():
-            self.counts[int(bucket)] += count
-        self.n += data["n"]
-        self.max = max(self.max, data["max"])
-
-    def dump(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "n": self.n, "max": self.max}
 
 
 TIMINGS = ("ttfb", "e2e", "transfer", "queue", "server_queue", "server_inference")
@@ -69,6 +42,8 @@ COUNTERS = (
     "server_tokens_compared",
     "client_tokens_compared",
     "retries",
+    "good_requests",
+    "good_input_tokens",
 )
 
 
@@ -86,9 +61,14 @@ class Entry:
     client_tokens_compared: int = 0
     retries: int = 0
     """Requests resent once because their reused keep-alive connection had been closed by the server."""
+    good_requests: int = 0
+    """Successful requests that met every objective of --slo (none without it): goodput."""
+    good_input_tokens: int = 0
     per_second: dict[int, list[int]] = field(default_factory=dict)
     """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
+    e2e_moments: Moments = field(default_factory=Moments)
+    """The exact E2E mean and standard deviation."""
     first: float | None = None
     last: float | None = None
     _trimmed_at: int = field(default=0, init=False, repr=False, compare=False)
@@ -103,7 +83,10 @@ class Entry:
         for old in [t for t in self.per_second if t < oldest]:
             del self.per_second[old]
 
-    def log(self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any]) -> None:
+    def log(
+        self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any], good: bool = False
+    ) -> None:
+        """One request event; `good`: it succeeded and met every objective of --slo."""
         self.requests += 1
         self.bytes += nbytes
         sequences = context["sequences"]
@@ -120,6 +103,9 @@ class Entry:
             if (client := context.get("client_tokens")) is not None:
                 self.server_tokens_compared += tokens
                 self.client_tokens_compared += client
+            if good:
+                self.good_requests += 1
+                self.good_input_tokens += tokens
         t = int(now)
         second = self.per_second.get(t)
         if second is None:  # the first request of a new second: trim here, not on every request
@@ -130,6 +116,7 @@ class Entry:
         second[2] += nbytes
         timings = self.timings
         timings["e2e"].add(e2e)
+        self.e2e_moments.add(e2e)
         queue = context.get("queue_ms")
         if queue is not None:
             timings["queue"].add(queue)
@@ -154,6 +141,7 @@ class Entry:
                 mine[i] += value
         for key, histogram in data["timings"].items():
             self.timings[key].merge(histogram)
+        self.e2e_moments.merge(data["e2e_moments"])
         if data["first"] is not None:
             self.first = data["first"] if self.first is None else min(self.first, data["first"])
             self.last = data["last"] if self.last is None else max(self.last or 0.0, data["last"])
@@ -172,8 +160,11 @@ class Entry:
             "server_tokens_compared": self.server_tokens_compared,
             "client_tokens_compared": self.client_tokens_compared,
             "retries": self.retries,
+            "good_requests": self.good_requests,
+            "good_input_tokens": self.good_input_tokens,
             "per_second": self.per_second,
             "timings": {k: h.dump() for k, h in self.timings.items()},
+            "e2e_moments": self.e2e_moments.dump(),
             "first": self.first,
             "last": self.last,
         }
@@ -206,7 +197,12 @@ class PoolingStats:
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.total = Entry(AGGREGATED)
+        self.keeps_total = True
+        """False on a worker: nobody reads its total, and its master adds the entries up itself, so a
+        request logs into its own entry only (half the collector's work per request, half the report)."""
         self.start_time = time.time()
+        self.slo: Slo | None = None
+        """The run's --slo (set from the options at start; kept through resets): goodput counts against it."""
 
     def on_request(
         self, name: str, response_time: float, response_length: int, exception: Any, context: dict[str, Any], **_: Any
@@ -218,8 +214,10 @@ class PoolingStats:
         entry = self.entries.get(name)
         if entry is None:
             entry = self.entries[name] = Entry(name)
-        entry.log(now, response_time, response_length, failed, context)
-        self.total.log(now, response_time, response_length, failed, context)
+        good = not failed and self.slo is not None and self.slo.met(response_time, context)
+        entry.log(now, response_time, response_length, failed, context, good)
+        if self.keeps_total:
+            self.total.log(now, response_time, response_length, failed, context, good)
 
     def reset(self) -> None:
         self.entries.clear()
@@ -227,8 +225,9 @@ class PoolingStats:
         self.start_time = time.time()
 
     def take_report(self) -> dict[str, Any]:
-        """What a worker sends with its report: everything since the last one; then start from zero."""
-        report = {"entries": [e.dump() for e in self.entries.values()], "total": self.total.dump()}
+        """What a worker sends with its report: everything since the last one; then start from zero.
+        The total is not in it: the master adds the entries into its own."""
+        report = {"entries": [e.dump() for e in self.entries.values()]}
         start = self.start_time
         self.reset()
         self.start_time = start
@@ -240,7 +239,12 @@ class PoolingStats:
             if entry is None:
                 entry = self.entries[data["name"]] = Entry(data["name"])
             entry.merge(data)
-        self.total.merge(report["total"])
+            self.total.merge(data)
+
+    def per_second(self, entry: Entry, amount: float) -> float:
+        """`amount` per second of the run so far, up to the entry's last request."""
+        elapsed = (entry.last - self.start_time) if entry.last is not None else 0.0
+        return amount / max(elapsed, 1e-9) if entry.last is not None else 0.0
 
     def sorted_entries(self) -> list[Entry]:
         return [self.entries[name] for name in sorted(self.entries)]

@@ -25,6 +25,8 @@ COLUMNS = (
 )
 GAP_COLUMNS = ("Client Tokens", "Token Gap %")
 """Shown after Token Source when some row has both counts."""
+GOODPUT_COLUMNS = ("SLO Met", "Goodput Requests/s", "Goodput Input Tokens/s")
+"""Shown at the end when --slo is given."""
 
 
 def cell(value: Any) -> str:
@@ -36,16 +38,17 @@ def cell(value: Any) -> str:
     return f"{value:,}"
 
 
-def columns(table: list[dict[str, Any]]) -> tuple[str, ...]:
+def columns(table: list[dict[str, Any]], goodput: bool = False) -> tuple[str, ...]:
+    shown = COLUMNS + (GOODPUT_COLUMNS if goodput else ())
     if not any(row["Client Tokens"] is not None for row in table):
-        return COLUMNS
-    at = COLUMNS.index("Token Source") + 1
-    return (*COLUMNS[:at], *GAP_COLUMNS, *COLUMNS[at:])
+        return shown
+    at = shown.index("Token Source") + 1
+    return (*shown[:at], *GAP_COLUMNS, *shown[at:])
 
 
 def console_table(stats: PoolingStats) -> list[str]:
     table = rows(stats)
-    shown = columns(table)
+    shown = columns(table, goodput=stats.slo is not None)
     cells = [list(shown), *([cell(row[c]) for c in shown] for row in table)]
     widths = [max(len(r[i]) for r in cells) for i in range(len(shown))]
     lines = [
@@ -55,6 +58,7 @@ def console_table(stats: PoolingStats) -> list[str]:
     rule = "-" * len(lines[0])
     return [
         "Pooling statistics (tokens, sequences and bytes of successful requests; times in ms)",
+        *([] if stats.slo is None else [f"Goodput: successful requests that met every objective of --slo {stats.slo}"]),
         rule,
         lines[0],
         rule,

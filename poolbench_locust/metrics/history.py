@@ -23,6 +23,7 @@ from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
+from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.report import rows
 
 MAX_SAMPLES = 1800
@@ -71,20 +72,12 @@ class Window:
             values: dict[str, Any] = {}
             for key, title in WINDOW_TIMINGS:
                 histogram = type(entry.timings[key])()
-                histogram.merge(_difference(now[name][1][key], before.get(key)))
+                histogram.merge(difference(now[name][1][key], before.get(key)))
                 for p in WINDOW_PERCENTILES:
                     values[window_column(title, p)] = histogram.percentile(p) if histogram.n else None
             figures.append(values)
         self.snapshots.append(now)
         return figures
-
-
-def _difference(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
-    """The dump of the requests counted since `before` (all of them when there is no `before`)."""
-    if before is None:
-        return now
-    counts = {b: c - before["counts"].get(b, 0) for b, c in now["counts"].items()}
-    return {"counts": {b: c for b, c in counts.items() if c > 0}, "n": now["n"] - before["n"], "max": now["max"]}
 
 
 @dataclass

@@ -24,10 +24,16 @@ def _percent(p: float) -> str:
     return f"{round(p * 100)}%"
 
 
-def _elapsed(stats: PoolingStats, entry: Entry) -> float:
-    if entry.last is None:
-        return 0.0
-    return max(entry.last - stats.start_time, 1e-9)
+def _ms(value: float | None) -> float | None:
+    """A time as shown: five significant digits (0.005 % at most, under the histogram's 0.05 %), to the µs."""
+    if value is None:
+        return None
+    return round(float(f"{value:.5g}"), 3)
+
+
+def _goodput(amount: Callable[[Entry], int]) -> Callable[[PoolingStats, Entry], Any]:
+    """A goodput column: empty without --slo."""
+    return lambda s, e: None if s.slo is None else round(s.per_second(e, amount(e)), 1)
 
 
 def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
@@ -37,23 +43,29 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
         ("Request Count", lambda s, e: e.requests),
         ("Failure Count", lambda s, e: e.failures),
         ("Input Tokens", lambda s, e: e.input_tokens),
-        ("Input Tokens/s", lambda s, e: round(e.input_tokens / _elapsed(s, e), 1) if e.last else 0.0),
+        ("Input Tokens/s", lambda s, e: round(s.per_second(e, e.input_tokens), 1)),
         ("Current Input Tokens/s", lambda s, e: round(e.current(0, s.start_time), 1)),
         ("Sequences", lambda s, e: e.sequences),
-        ("Sequences/s", lambda s, e: round(e.sequences / _elapsed(s, e), 1) if e.last else 0.0),
+        ("Sequences/s", lambda s, e: round(s.per_second(e, e.sequences), 1)),
         ("Current Sequences/s", lambda s, e: round(e.current(1, s.start_time), 1)),
         ("Bytes", lambda s, e: e.bytes),
-        ("MB/s", lambda s, e: round(e.bytes / MB / _elapsed(s, e), 3) if e.last else 0.0),
+        ("MB/s", lambda s, e: round(s.per_second(e, e.bytes) / MB, 3)),
         ("Current MB/s", lambda s, e: round(e.current(2, s.start_time) / MB, 3)),
         ("Token Source", lambda s, e: e.token_source()),
         ("Client Tokens", lambda s, e: e.client_tokens_compared or None),
         ("Token Gap %", lambda s, e: e.token_gap_percent()),
         ("Retries", lambda s, e: e.retries),
+        ("SLO Met", lambda s, e: None if s.slo is None else e.good_requests),
+        ("Goodput Requests/s", _goodput(lambda e: e.good_requests)),
+        ("Goodput Input Tokens/s", _goodput(lambda e: e.good_input_tokens)),
     ]
     for key, title in TIMING_COLUMNS:
+        if key == "e2e":
+            cols.append(("E2E Mean", lambda s, e: _ms(e.e2e_moments.mean())))
+            cols.append(("E2E Stddev", lambda s, e: _ms(e.e2e_moments.stddev())))
         for p in PERCENTILES:
-            cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: e.timings[key].percentile(p)))
-        cols.append((f"{title} Max", lambda s, e, key=key: round(e.timings[key].max) if e.timings[key].n else None))
+            cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: _ms(e.timings[key].percentile(p))))
+        cols.append((f"{title} Max", lambda s, e, key=key: _ms(e.timings[key].max) if e.timings[key].n else None))
     return cols
 
 

@@ -18,12 +18,13 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
-from poolbench_locust.metrics import checks
+from poolbench_locust.metrics import checks, goodput
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.report import HEADER, rows
 from poolbench_locust.metrics.shipping import Inbox, Outbox
+from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -58,9 +59,14 @@ def html_table(stats: PoolingStats) -> str:
         "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in HEADER) + "</tr>"
         for r in rows(stats)
     )
+    slo = (
+        ""
+        if stats.slo is None
+        else f"<p>Goodput: requests that met every objective of --slo {html.escape(str(stats.slo))}</p>"
+    )
     return (
         '<section id="poolbench-pooling" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        '<h2>Pooling statistics</h2><table border="1" cellspacing="0" cellpadding="4">'
+        f'<h2>Pooling statistics</h2>{slo}<table border="1" cellspacing="0" cellpadding="4">'
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
     )
 
@@ -177,14 +183,25 @@ def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats, out
     runner.register_message(STOP_MESSAGE, on_stop)
 
 
+def _read_slo(environment: Environment, stats: PoolingStats) -> None:
+    try:
+        stats.slo = goodput.slo_of(environment.parsed_options)
+    except OptionError:
+        stats.slo = None  # hooks' start check stops the run with the option's one line
+
+
 @events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     stats = stats_of(environment)
+    _read_slo(environment, stats)
+    # Again at each start: the web UI's form may have changed it, and a worker gets it from the master then.
+    environment.events.test_start.add_listener(lambda **_: _read_slo(environment, stats))
     environment.events.request.add_listener(stats.on_request)
     environment.events.reset_stats.add_listener(stats.reset)
     environment.events.reset_stats.add_listener(history_of(environment).clear)
     if isinstance(runner, WorkerRunner):
         outbox = Outbox()
+        stats.keeps_total = False
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:

@@ -41,7 +41,7 @@ class Outbox:
     def report(self, stats: PoolingStats) -> dict[str, Any]:
         """What the worker sends: everything since its last report, known to pack, with its running count."""
         report = stats.take_report()
-        requests = report["total"]["requests"]
+        requests = sum(entry["requests"] for entry in report["entries"])  # a worker ships no total
         try:
             msgpack.packb(report)  # what Locust's Message.serialize will do with it, inside Locust's report
         except (OverflowError, TypeError, ValueError) as e:

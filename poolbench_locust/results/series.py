@@ -24,6 +24,7 @@ from locust.env import Environment
 from locust.stats import StatsEntry
 
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
+from poolbench_locust.metrics.histogram import locust_counts
 
 MAX_BLOCKS = 600
 """Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
@@ -61,7 +62,9 @@ class _Snapshot:
             snap.bytes = pooling_entry.bytes
             for key, histogram in pooling_entry.timings.items():
                 if key != "e2e" and histogram.n:  # e2e is Locust's own, of every request of the name
-                    snap.timings[key] = dict(histogram.counts)
+                    snap.timings[key] = locust_counts(
+                        histogram
+                    )  # {ms: count}, as the schema and Locust's percentiles read it
         return snap
 
     def minus(self, before: _Snapshot, start: float, seconds: float) -> Block:

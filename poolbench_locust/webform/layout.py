@@ -86,6 +86,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--check-p95-ms", "Highest p95 response time, ms"),
             ("--check-fail-ratio", "Highest failure ratio"),
             ("--check-min-tokens-per-s", "Lowest input tokens/s"),
+            ("--slo", "Service-level objectives, ms"),
+            ("--check-min-goodput", "Lowest goodput, requests/s"),
         ),
     ),
     (
