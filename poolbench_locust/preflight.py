@@ -86,6 +86,8 @@ def preflight_error(environment: Environment) -> str | None:
         route = f"{user_class.__name__} (POST {path})"
         if failure is None:
             done.add(key)
+            # The server counts this request and the stats do not: say so, for whoever reconciles the two.
+            logger.info("preflight: %s answered; it is one request the server counts and the stats do not", route)
             continue
         if 400 <= status < 500:
             return f"preflight: {route} failed: {failure} (the run stops; --no-preflight skips this check)"

@@ -28,6 +28,13 @@ from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
 from tests.hostile import LISTENING, read_request, response
 
+
+@pytest.fixture(autouse=True)
+def _no_scrapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These servers count every request they get: --server-metrics' GET /metrics would be one more."""
+    monkeypatch.setenv("LOCUST_SERVER_METRICS", "off")
+
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = (sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py")
 SHAPE = ("--batch-size", "2", "--input-len", "4")
@@ -178,7 +185,8 @@ def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path, loop):
 
 def test_a_report_that_cannot_be_packed_is_sent_as_an_error_and_the_master_fails_the_run(caplog):
     stats = PoolingStats()
-    stats.total.input_tokens = 2**70  # no server value can get here any more; a future bug might
+    stats.on_request("/e", 5.0, 100, None, {"sequences": 1, "input_tokens": 1})
+    stats.entries["/e"].input_tokens = 2**70  # no server value can get here any more; a future bug might
     outbox = shipping.Outbox()
     report = outbox.report(stats)
     assert set(report) == {shipping.ERROR, shipping.BEFORE, shipping.REQUESTS}

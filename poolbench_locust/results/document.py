@@ -231,14 +231,11 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
 
 
 def _server_metrics(environment: Environment) -> Any:
-    metrics = getattr(environment, "poolbench_server_metrics", None)
-    if metrics is None:
+    """The server's own figures (servermetrics/), where they were scraped."""
+    state = getattr(environment, "poolbench_server_metrics", None)
+    if state is None or not state.server_rows():
         return None
-    for method in ("as_dict", "to_dict", "dump", "snapshot"):
-        if callable(getattr(metrics, method, None)):
-            metrics = getattr(metrics, method)()
-            break
-    return json_safe(metrics)
+    return json_safe(state.as_dict(environment))
 
 
 def _iso(epoch: float | None) -> str | None:

@@ -111,6 +111,10 @@ class State:
     def checks(self, environment: Environment) -> list[dict[str, Any]]:
         return report.reconciliation(self.views, client_side(environment, self))
 
+    def as_dict(self, environment: Environment) -> dict[str, Any]:
+        """What the JSON result holds (results/document.py): both tables, as the CSV files have them."""
+        return {"servers": self.server_rows(), "reconciliation": self.checks(environment)}
+
 
 def client_side(environment: Environment, state: State) -> report.Client:
     pooling = stats_of(environment)

@@ -48,6 +48,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--max-header-kb", "Largest response head, KiB"),
             ("--no-validate", "Do not check the answers"),
             ("--check-vectors", "Check the vectors"),
+            ("--no-preflight", "Skip the preflight request"),
         ),
     ),
     (
