@@ -22,6 +22,7 @@ import gevent
 from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
+from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.report import rows
@@ -110,10 +111,7 @@ class History:
 
 def history_of(environment: Environment) -> History:
     """The environment's history (created on first use, one per environment)."""
-    history = getattr(environment, "poolbench_history", None)
-    if history is None:
-        history = environment.poolbench_history = History()  # type: ignore[attr-defined]
-    return history
+    return attached(environment, "poolbench_history", History)
 
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:

@@ -19,6 +19,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust.metrics import checks, goodput
+from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
@@ -38,10 +39,7 @@ TAB_KEY = "pooling"
 
 def stats_of(environment: Environment) -> PoolingStats:
     """The environment's pooling stats (created on first use, one per environment)."""
-    stats = getattr(environment, "poolbench_stats", None)
-    if stats is None:
-        stats = environment.poolbench_stats = PoolingStats()  # type: ignore[attr-defined]
-    return stats
+    return attached(environment, "poolbench_stats", PoolingStats)
 
 
 def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:

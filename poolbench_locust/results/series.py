@@ -23,6 +23,7 @@ import gevent
 from locust.env import Environment
 from locust.stats import StatsEntry
 
+from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 from poolbench_locust.metrics.histogram import locust_counts
 
@@ -163,10 +164,7 @@ class Series:
 
 
 def series_of(environment: Environment) -> Series:
-    series = getattr(environment, "poolbench_series", None)
-    if series is None:
-        series = environment.poolbench_series = Series()  # type: ignore[attr-defined]
-    return series
+    return attached(environment, "poolbench_series", Series)
 
 
 def sample_while_running(environment: Environment, stats: PoolingStats) -> None:
