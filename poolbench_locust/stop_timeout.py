@@ -6,6 +6,14 @@ poolbench-locust request ends by itself within `--request-timeout`, so for these
 stop timeout of 0 becomes the longest `--request-timeout` of the run: users finish the request in
 flight, fire its event, and stop. A positive `--stop-timeout` is kept as given. In distributed
 mode the master's value is the one that counts: Locust sends it to the workers with every spawn.
+
+A worker drops its stop timeout to 0 once its users have stopped. Locust's worker, told to stop,
+stops its users (waiting up to the stop timeout for them) and then sleeps the stop timeout once more
+before it tells the master it is ready again: with a 60 s --request-timeout, a web UI's START less than
+a minute after STOP found no ready worker, started nothing (Locust only logs "You can't start a
+distributed test before at least one worker processes has connected"), and the page kept the first
+run's figures. The users are gone by then, so nothing is cut short; the next spawn brings the
+master's value back.
 """
 
 from __future__ import annotations
@@ -46,8 +54,16 @@ def _apply(environment: Environment, **_: Any) -> None:
         logger.debug("--stop-timeout 0: waiting up to --request-timeout (%g s) for requests in flight at stop", seconds)
 
 
+def _ready_at_once(environment: Environment, **_: Any) -> None:
+    """test_stop on a worker: its users have stopped (Runner.stop waited for them): no more waiting."""
+    environment.stop_timeout = 0.0
+
+
 @events.init.add_listener
 def on_init(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        environment.events.test_stop.add_listener(lambda **kw: _ready_at_once(environment))
+        return
     _apply(environment)
     # The web UI's form may change --request-timeout before the run starts.
     environment.events.test_start.add_listener(lambda **kw: _apply(environment))
