@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,19 @@ os.environ.setdefault("LOCUST_NO_PREFLIGHT", "true")
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 PREFIX = "poolbench-mock listening on "
+
+
+@pytest.fixture(autouse=True)
+def _master_port_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locust's master binds 5557 unless told otherwise, and a worker an earlier test left behind (a
+    worker waits a minute for a master that is gone) joins whichever master binds it next: a run then
+    counts a stranger's requests, or a master that stops at start waits on it. Every test's masters
+    and --processes workers get a free port of their own (a port given on the command line wins)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    monkeypatch.setenv("LOCUST_MASTER_BIND_PORT", port)
+    monkeypatch.setenv("LOCUST_MASTER_NODE_PORT", port)
 
 
 @dataclass
