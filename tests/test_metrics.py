@@ -211,7 +211,10 @@ def test_web_ui_shows_the_pooling_rows_live(mock_server):
         (["--check-min-goodput", "100000000", "--slo", "e2e_ms=20000"], False),
     ],
 )
-def test_checks_set_the_exit_code(mock_server, check, passes):
+def test_checks_set_the_exit_code(mock_server_factory, check, passes):
+    # 2 ms to the headers: a mock answering in under 0.5 ms has a p95 Locust rounds to 0, which no
+    # --check-p95-ms can exceed.
+    mock_server = mock_server_factory("--ttfb-ms", "2")
     result = locust(
         "-f",
         "locustfiles/embeddings.py",
