@@ -228,7 +228,7 @@ class EndpointUser(FastHttpUser):
             self.measure(req)
             return
         due = OPEN_LOOP.next_send_time(self.environment, settings)
-        with OPEN_LOOP.slot(self.environment, settings):
+        with OPEN_LOOP.slot(self.environment, settings, due):
             self.measure(req, due=due)
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:

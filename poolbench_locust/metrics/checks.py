@@ -10,6 +10,7 @@ from locust.env import Environment
 
 from poolbench_locust.metrics import goodput
 from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.pacing import board_of
 from poolbench_locust.options import Option, OptionError, non_negative, register
 
 EXIT_CODE = 3
@@ -33,6 +34,13 @@ CHECKS = (
         None,
         "Fail the run if goodput (requests/s that met every objective of --slo) stays below this.",
     ),
+    Option(
+        "--check-min-rate-ratio",
+        _ratio,
+        None,
+        "Open loop: fail the run if the requests sent are fewer than this share (0-1) of those the "
+        "schedule made due (the client fell behind its --request-rate).",
+    ),
 )
 
 
@@ -49,6 +57,10 @@ def start_error(options: Any) -> str | None:
         return str(e)
     if _limit(options, "check_min_goodput", non_negative) is not None and slo is None:
         return "--check-min-goodput: goodput counts the requests that met --slo: give --slo too"
+    if _limit(options, "check_min_rate_ratio", _ratio) is not None and not (
+        getattr(options, "request_rate", None) or getattr(options, "sweep_rates", None)
+    ):
+        return "--check-min-rate-ratio: the rate sent is an open loop's: give --request-rate or --sweep-rates too"
     return None
 
 
@@ -89,5 +101,15 @@ def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
             failed.append(
                 f"--check-min-goodput {_number(floor)}: goodput was {rate:.1f} requests/s "
                 f"({entry.good_requests} of {entry.requests} requests met --slo {stats.slo})"
+            )
+    if (floor := _limit(options, "check_min_rate_ratio", _ratio)) is not None:
+        board = board_of(environment)
+        total = board.total()
+        ratio = board.sent_ratio()
+        if total is not None and ratio is not None and ratio < floor:
+            failed.append(
+                f"--check-min-rate-ratio {_number(floor)}: the open loop sent {total.sent} of the "
+                f"{total.scheduled} requests it scheduled (ratio {ratio:.3f}; target "
+                f"{total.target_rate or 0:.1f} requests/s)"
             )
     return failed

@@ -238,6 +238,12 @@ def _server_metrics(environment: Environment) -> Any:
     return json_safe(state.as_dict(environment))
 
 
+def _client_load(environment: Environment) -> Any:
+    """Whether the client kept up (metrics/pacing.py): each process's rate sent and CPU, and the warnings."""
+    board = getattr(environment, "poolbench_pacing", None)
+    return None if board is None or not board.processes else json_safe(board.as_dict())
+
+
 def _iso(epoch: float | None) -> str | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, timezone.utc).isoformat()
 
@@ -309,6 +315,7 @@ def build(
         "history": {"interval_s": history.interval, "samples": json_safe(history.samples)},
         "sweep": _sweep(environment, started),
         "server_metrics": _server_metrics(environment),
+        "client_load": _client_load(environment),
         # vLLM's names for the run's total, at the top level where its tooling looks
         "date": datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S"),
         "backend": "poolbench-locust",

@@ -108,6 +108,13 @@ class Client:
     """Requests that may be in flight at a scrape: the most users the run had (each has one at most)."""
 
 
+LATENCY_GAP_FLOOR_MS = 10.0
+"""A client mean above the server's by more than the server's own mean and more than this is flagged."""
+LARGE_GAP_NOTE = (
+    "larger than the server's own time: the client was saturated (see Client load: the rate sent, "
+    "its lateness and CPU) or the network is slow"
+)
+
 RECONCILIATION_HEADER = ["Check", "Server", "Client", "Gap", "Allowed Gap", "Flagged", "Note"]
 
 
@@ -117,7 +124,8 @@ def _per_request(total: int, requests: int) -> int:
 
 def reconciliation(views: Sequence[ServerView], client: Client) -> list[dict[str, Value]]:
     """Server against client, summed over the servers: a count gap larger than the requests in flight
-    (in that figure's units) is flagged; so is a server mean latency above the client's."""
+    (in that figure's units) is flagged; so is a server mean latency above the client's, and a client mean
+    above the server's by more than the server's own mean and more than LATENCY_GAP_FLOOR_MS."""
     answered = [v for v in views if v.scrapes]
     table: list[dict[str, Value]] = []
 
@@ -161,16 +169,21 @@ def reconciliation(views: Sequence[ServerView], client: Client) -> list[dict[str
     if latency is not None and client.e2e_mean_ms is not None:
         role, server_ms = latency
         gap = round(client.e2e_mean_ms - server_ms, 2)
+        note = f"client E2E minus the server's {'HTTP ' if role == 'http_latency' else ''}mean: "
+        allowed = max(server_ms, LATENCY_GAP_FLOOR_MS)
+        if gap > allowed:
+            note += LARGE_GAP_NOTE
+        else:
+            note += "the network's and the client's share"
         table.append(
             {
                 "Check": "Mean Latency",
                 "Server": round(server_ms, 2),
                 "Client": round(client.e2e_mean_ms, 2),
                 "Gap": gap,
-                "Allowed Gap": None,
-                "Flagged": "yes" if gap < 0 else "",
-                "Note": f"client E2E minus the server's {'HTTP ' if role == 'http_latency' else ''}mean: "
-                "the network's and the client's share",
+                "Allowed Gap": round(allowed, 2),
+                "Flagged": "yes" if gap < 0 or gap > allowed else "",
+                "Note": note,
             }
         )
     return table

@@ -89,6 +89,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--check-min-tokens-per-s", "Lowest input tokens/s"),
             ("--slo", "Service-level objectives, ms"),
             ("--check-min-goodput", "Lowest goodput, requests/s"),
+            ("--check-min-rate-ratio", "Lowest share of the open loop's requests sent"),
         ),
     ),
     (

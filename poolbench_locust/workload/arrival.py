@@ -6,12 +6,15 @@ run's --request-rate (its users over the run's users), so workers need not talk 
 A request whose slot was busy at its scheduled time is sent late and timed from its scheduled
 time, as wrk2 does: the wait is part of the latency a client would see, and is reported as
 `queue_ms`; without this a saturated server looks fast (coordinated omission).
+
+The schedule also keeps a `Tally` of what it asked for and what left, and when: metrics/pacing.py
+reads it to say when the client, not the server, is what holds the rate down.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from time import perf_counter
 from typing import Any
@@ -26,6 +29,27 @@ from poolbench_locust.options import Settings
 RATE_MESSAGE = "poolbench_rate"
 
 
+class Tally:
+    """One process's arrivals: those that fell due and those that left, since the last `clear`.
+
+    Kept apart from the schedule's own state, which is reset at each start and stop: the reports read
+    the tally after the test stopped. It stops counting when the run starts to stop, since arrivals
+    that fall due while the users are stopping have nobody left to send them.
+    """
+
+    def __init__(self) -> None:
+        self.on_sent: Callable[[float], None] = lambda lateness_ms: None
+        """Told how late each request left, in ms (metrics/pacing.py keeps the histogram)."""
+        self.clear()
+
+    def clear(self) -> None:
+        self.scheduled = 0
+        self.sent = 0
+        self.counting = True
+        self.idle_users = 0
+        """Users waiting for an arrival: none while arrivals queue means no free slot."""
+
+
 class OpenLoop:
     """One dispatcher greenlet per process wakes at each arrival and hands its due time to a free user;
     arrivals that find no free user wait in the queue, and are timed from their due time."""
@@ -35,6 +59,7 @@ class OpenLoop:
 
     def __init__(self) -> None:
         self._dispatcher: gevent.Greenlet | None = None
+        self.tally = Tally()
         self.reset()
 
     def reset(self, seed: int = 0) -> None:
@@ -58,6 +83,8 @@ class OpenLoop:
             if (wait := due - perf_counter()) > 0:
                 gevent.sleep(wait)
             self._due.put(due)
+            if self.tally.counting:
+                self.tally.scheduled += 1
             rate = (self.rate_override or settings.request_rate or 1.0) * self._share(environment)
             due += self._rng.gammavariate(settings.burstiness, 1.0 / (rate * settings.burstiness))
 
@@ -65,15 +92,29 @@ class OpenLoop:
         """Block until an arrival is due; return the perf_counter time it was due (maybe in the past)."""
         if self._dispatcher is None or self._dispatcher.dead:
             self._dispatcher = gevent.spawn(self._dispatch, environment, settings)
-        return self._due.get()
+        tally = self.tally
+        tally.idle_users += 1
+        try:
+            return self._due.get()
+        finally:
+            tally.idle_users -= 1
+
+    def current_rate(self, environment: Any, request_rate: float | None) -> float:
+        """This process's target now, requests/s: its share of the run's rate (or of the sweep step's)."""
+        return (self.rate_override or request_rate or 0.0) * self._share(environment)
 
     @contextmanager
-    def slot(self, environment: Any, settings: Settings) -> Iterator[None]:
-        """At most this process's share of --max-concurrency requests in flight."""
+    def slot(self, environment: Any, settings: Settings, due: float) -> Iterator[None]:
+        """At most this process's share of --max-concurrency requests in flight; the tally hears when
+        the request due at `due` left."""
         cap = max(1, round(settings.max_concurrency * self._share(environment))) if settings.max_concurrency else None
         while cap is not None and self.in_flight >= cap:
             self._freed.clear()
             self._freed.wait()
+        tally = self.tally
+        if tally.counting:
+            tally.sent += 1
+            tally.on_sent((perf_counter() - due) * 1000)
         self.in_flight += 1
         try:
             yield

@@ -1,0 +1,474 @@
+"""Whether the client kept up: the open loop's rate sent against its target, how late requests left,
+and each process's CPU, so that a client that falls behind is never read as a slow server.
+
+Each process that runs the schedule (the local runner, or each worker) watches itself once a second:
+the arrivals its schedule made due against those that left (workload/arrival.py's Tally), and its own
+CPU. Locust's runner samples its CPU every 10 s (CPU_MONITOR_INTERVAL), and a worker's heartbeat
+carries that sample: too coarse for a short run's measured window, or to tell "stays above 90 %" from
+a spike, so the watcher takes psutil's figure (Locust's own source) once a second instead.
+
+"Behind" is measured against the arrivals the schedule actually made due, not against the target
+times the seconds: a Poisson schedule's count strays from its mean by its square root, which is not
+the client's fault and would make a client that keeps up look 10 % short in a short window.
+
+A worker ships its figures (cumulative: a lost report costs nothing) with each of Locust's reports and
+once more when it stops; the master checks every value, keeps each worker's latest, and says the
+warnings, once per process and kind.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+from locust.env import Environment
+
+from poolbench_locust.metrics.attach import attached
+from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key
+from poolbench_locust.workload.arrival import OPEN_LOOP
+
+logger = logging.getLogger("poolbench_locust")
+
+TICK_S = 1.0
+WINDOW_S = 3.0
+"""The window over which the rate sent is compared with the arrivals due."""
+SUSTAINED_TICKS = 3
+"""Ticks in a row a condition must hold before it is said: 'stays' for a few seconds, not a GC pause."""
+BEHIND_RATIO = 0.95
+MIN_SHORTFALL = 2
+"""Arrivals: a window short by fewer is never behind (at 1 request/s one in dispatch is 33 % of 3 s)."""
+CPU_BUSY_PERCENT = 90.0
+LATE_MS = 5.0
+"""A request that left more than this after its scheduled time was sent late. gevent's timers and a
+loaded machine's scheduler account for a few ms: below this, lateness says nothing about the client."""
+REPORT_KEY = "poolbench_pace"
+FINAL_MESSAGE = "poolbench_pace_final"
+CAUSES = {
+    "slots": "no free slot: every user was busy with a request when its arrival fell due "
+    "(raise --max-concurrency or -u)",
+    "cpu": "client CPU: the process could not run its schedule in time (add --processes or workers)",
+}
+LATENCY_NOTE = "its latencies then include the client's own queueing"
+
+MAX_COUNT = 10**12
+MAX_RATE = 1e9
+MAX_SECONDS = 1e7
+MAX_CPU = 100_000.0
+"""A process's CPU in % of one core: 1,000 cores at most."""
+
+
+@dataclass
+class Figures:
+    """One process's figures since its measured window began (what a worker ships, cumulative)."""
+
+    target_rate: float | None = None
+    """Requests/s this process was to send (its share of the run's rate); None in a closed loop."""
+    scheduled: int = 0
+    sent: int = 0
+    late: int = 0
+    seconds: float = 0.0
+    lateness: Histogram = field(default_factory=Histogram)
+    cpu_peak: float | None = None
+    cpu_busy: bool = False
+    behind: bool = False
+    cause: str | None = None
+    """A key of CAUSES, set when it fell behind."""
+    behind_sent_rate: float | None = None
+    behind_scheduled_rate: float | None = None
+    """The window's rates when it first fell behind, for the warning."""
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "target_rate": self.target_rate,
+            "scheduled": self.scheduled,
+            "sent": self.sent,
+            "late": self.late,
+            "seconds": self.seconds,
+            "lateness": self.lateness.dump(),
+            "cpu_peak": self.cpu_peak,
+            "cpu_busy": self.cpu_busy,
+            "behind": self.behind,
+            "cause": self.cause,
+            "behind_sent_rate": self.behind_sent_rate,
+            "behind_scheduled_rate": self.behind_scheduled_rate,
+        }
+
+    def sent_rate(self) -> float | None:
+        return self.sent / self.seconds if self.target_rate is not None and self.seconds > 0 else None
+
+    def scheduled_rate(self) -> float | None:
+        return self.scheduled / self.seconds if self.target_rate is not None and self.seconds > 0 else None
+
+    def ratio(self) -> float | None:
+        """The share of the scheduled requests that were sent (1 when the client kept up)."""
+        if self.target_rate is None or not self.scheduled:
+            return None
+        return min(self.sent / self.scheduled, 1.0)
+
+
+class Refused(ValueError):
+    """A worker's figures that are not what a worker sends."""
+
+
+def _int(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise Refused(f"{key} is not a count")
+    return value
+
+
+def _float(data: dict[str, Any], key: str, top: float, optional: bool = True) -> float | None:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value <= top:
+        raise Refused(f"{key} is not a number in 0..{top:g}")
+    return float(value)
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key)
+    if not isinstance(value, bool):
+        raise Refused(f"{key} is not true or false")
+    return value
+
+
+def _histogram(data: Any) -> Histogram:
+    if not isinstance(data, dict):
+        raise Refused("lateness is not a histogram")
+    steps, counts, n, top = data.get("keys"), data.get("counts"), data.get("n"), data.get("max")
+    if not isinstance(steps, list) or not isinstance(counts, list) or len(steps) != len(counts):
+        raise Refused("lateness: keys and counts are not lists of one length")
+    if len(steps) > MAX_BUCKETS:
+        raise Refused("lateness has more buckets than a histogram holds")
+    highest = bucket_key(HIGHEST_MS)
+    key = 0
+    for i, (step, count) in enumerate(zip(steps, counts, strict=True)):
+        if not isinstance(step, int) or isinstance(step, bool) or step < (0 if i == 0 else 1):
+            raise Refused("lateness: a key out of order")
+        key += step
+        if not ZERO_KEY <= key <= highest:
+            raise Refused("lateness: a key out of range")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_COUNT:
+            raise Refused("lateness: a count out of range")
+    if n != sum(counts):
+        raise Refused("lateness: n is not the sum of its counts")
+    if not isinstance(top, int | float) or isinstance(top, bool) or not 0.0 <= top <= HIGHEST_MS:
+        raise Refused("lateness: max out of range")
+    histogram = Histogram()
+    histogram.merge({"keys": steps, "counts": counts, "n": n, "max": float(top)})
+    return histogram
+
+
+def parse(data: Any) -> Figures:
+    """A worker's figures, every value checked for type and range (Refused names the first wrong one)."""
+    if not isinstance(data, dict):
+        raise Refused("not a mapping")
+    cause = data.get("cause")
+    if cause is not None and cause not in CAUSES:
+        raise Refused("cause is not one of " + ", ".join(CAUSES))
+    figures = Figures(
+        target_rate=_float(data, "target_rate", MAX_RATE),
+        scheduled=_int(data, "scheduled"),
+        sent=_int(data, "sent"),
+        late=_int(data, "late"),
+        seconds=_float(data, "seconds", MAX_SECONDS, optional=False) or 0.0,
+        lateness=_histogram(data.get("lateness")),
+        cpu_peak=_float(data, "cpu_peak", MAX_CPU),
+        cpu_busy=_bool(data, "cpu_busy"),
+        behind=_bool(data, "behind"),
+        cause=cause,
+        behind_sent_rate=_float(data, "behind_sent_rate", MAX_RATE),
+        behind_scheduled_rate=_float(data, "behind_scheduled_rate", MAX_RATE),
+    )
+    if figures.late > figures.sent or figures.lateness.n > figures.sent:
+        raise Refused("more late requests than requests sent")
+    return figures
+
+
+class Watcher:
+    """One process watching itself: its schedule's tally, the lateness of what it sent, its CPU."""
+
+    def __init__(self, sends: bool = True) -> None:
+        self.sends = sends
+        """False on a master: it runs no schedule, only its CPU is watched."""
+        self._process = psutil.Process()
+        self.figures = Figures()
+        self._window: deque[tuple[float, int, int]] = deque()
+        self._behind_ticks = 0
+        self._busy_ticks = 0
+        self._started = time.monotonic()
+        self._stopped: float | None = None
+        self._counting_cpu = False
+        OPEN_LOOP.tally.on_sent = self._on_sent
+
+    def _on_sent(self, lateness_ms: float) -> None:
+        figures = self.figures
+        figures.lateness.add(lateness_ms)
+        if lateness_ms > LATE_MS:
+            figures.late += 1
+
+    def reset(self) -> None:
+        """A new measured window: the run's start, or the end of its warm-up."""
+        self.figures = Figures()
+        OPEN_LOOP.tally.clear()
+        self._window.clear()
+        self._behind_ticks = self._busy_ticks = 0
+        self._started = time.monotonic()
+        self._stopped = None
+        self._process.cpu_percent(None)  # the next figure counts from here
+        self._counting_cpu = True
+
+    def stop(self) -> None:
+        """The users are stopping: what falls due from here has nobody to send it."""
+        OPEN_LOOP.tally.counting = False
+        self._stopped = time.monotonic()
+        self._counting_cpu = False
+
+    def current(self, environment: Environment) -> Figures:
+        """The figures as of now (or as of the stop)."""
+        figures = self.figures
+        figures.seconds = (self._stopped or time.monotonic()) - self._started
+        if not self.sends:
+            return figures
+        rate = getattr(environment.parsed_options, "request_rate", None) if environment.parsed_options else None
+        if OPEN_LOOP.rate_override is not None or rate or OPEN_LOOP.tally.scheduled > 0:
+            target = OPEN_LOOP.current_rate(environment, float(rate) if rate else None)
+            if target > 0 or figures.target_rate is None:
+                figures.target_rate = target
+        figures.scheduled = OPEN_LOOP.tally.scheduled
+        figures.sent = OPEN_LOOP.tally.sent
+        return figures
+
+    def tick(self, environment: Environment) -> list[str]:
+        """One second's look; the kinds of warning that became due now ("behind", "cpu")."""
+        due: list[str] = []
+        figures = self.current(environment)
+        cpu = self._process.cpu_percent(None) if self._counting_cpu else 0.0
+        if self._counting_cpu:
+            figures.cpu_peak = cpu if figures.cpu_peak is None else max(figures.cpu_peak, cpu)
+        self._busy_ticks = self._busy_ticks + 1 if cpu > CPU_BUSY_PERCENT else 0
+        if self._busy_ticks >= SUSTAINED_TICKS and not figures.cpu_busy:
+            figures.cpu_busy = True
+            due.append("cpu")
+        if figures.target_rate is None:
+            return due
+        now = time.monotonic()
+        window = self._window
+        window.append((now, figures.scheduled, figures.sent))
+        while len(window) > 1 and now - window[1][0] >= WINDOW_S:
+            window.popleft()
+        then, scheduled_then, sent_then = window[0]
+        scheduled, sent, seconds = figures.scheduled - scheduled_then, figures.sent - sent_then, now - then
+        short = seconds >= WINDOW_S * 0.9 and scheduled - sent >= MIN_SHORTFALL and sent < BEHIND_RATIO * scheduled
+        self._behind_ticks = self._behind_ticks + 1 if short else 0
+        if self._behind_ticks >= SUSTAINED_TICKS and not figures.behind:
+            figures.behind = True
+            # Arrivals queued while a user waited for one: the process did not get round to handing them
+            # over. Arrivals queued while every user was busy: no slot was free.
+            cpu_bound = cpu > CPU_BUSY_PERCENT or OPEN_LOOP.tally.idle_users > 0
+            figures.cause = "cpu" if cpu_bound else "slots"
+            figures.behind_sent_rate = sent / seconds
+            figures.behind_scheduled_rate = scheduled / seconds
+            due.append("behind")
+        return due
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def behind_warning(process: str, figures: Figures, during: bool) -> str:
+    """The warning's one line: the target, the rate sent, the likely cause."""
+    if during:
+        sent, scheduled = figures.behind_sent_rate, figures.behind_scheduled_rate
+        span = f"over the last {WINDOW_S:g} s"
+    else:
+        sent, scheduled = figures.sent_rate(), figures.scheduled_rate()
+        span = f"over the whole run ({figures.seconds:.0f} s)"
+    share = (
+        "" if not scheduled or sent is None else f", {100 * sent / scheduled:.0f} % of the {scheduled:,.1f} scheduled"
+    )
+    cause = CAUSES.get(figures.cause or "", "unknown")
+    return (
+        f"The open loop fell behind on {process}: target {_rate(figures.target_rate)} requests/s, "
+        f"sent {_rate(sent)} requests/s {span}{share}. Likely cause: {cause}. The latencies include the "
+        "client's own wait (Queue); the server was not sent the load asked for."
+    )
+
+
+def cpu_warning(process: str, figures: Figures) -> str:
+    return (
+        f"The client's CPU stayed above {CPU_BUSY_PERCENT:g} % on {process} (peak {figures.cpu_peak or 0:.0f} %): "
+        f"{LATENCY_NOTE}. Add --processes or workers."
+    )
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+HEADER = (
+    "Process",
+    "Target Requests/s",
+    "Scheduled Requests/s",
+    "Sent Requests/s",
+    "Sent Ratio",
+    "Sent",
+    "Late %",
+    "Lateness 50%",
+    "Lateness 99%",
+    "Lateness Max",
+    "Peak CPU %",
+    "Fell Behind",
+    "Likely Cause",
+)
+TOTAL = "Total"
+
+
+def _row(process: str, figures: Figures) -> dict[str, Any]:
+    open_loop = figures.target_rate is not None
+    lateness = figures.lateness
+
+    def rounded(value: float | None, digits: int = 1) -> float | None:
+        return None if value is None else round(value, digits)
+
+    return {
+        "Process": process,
+        "Target Requests/s": rounded(figures.target_rate),
+        "Scheduled Requests/s": rounded(figures.scheduled_rate()),
+        "Sent Requests/s": rounded(figures.sent_rate()),
+        "Sent Ratio": rounded(figures.ratio(), 3),
+        "Sent": figures.sent if open_loop else None,
+        "Late %": rounded(100 * figures.late / figures.sent) if open_loop and figures.sent else None,
+        "Lateness 50%": _ms(lateness.percentile(0.5)) if open_loop else None,
+        "Lateness 99%": _ms(lateness.percentile(0.99)) if open_loop else None,
+        "Lateness Max": _ms(lateness.max) if open_loop and lateness.n else None,
+        "Peak CPU %": rounded(figures.cpu_peak, 0),
+        "Fell Behind": ("yes" if figures.behind else "no") if open_loop else None,
+        "Likely Cause": CAUSES[figures.cause].split(":")[0] if figures.cause else None,
+    }
+
+
+class Board:
+    """The master's (or the only process's) view: each process's latest figures, and the warnings said."""
+
+    def __init__(self) -> None:
+        self.processes: dict[str, Figures] = {}
+        self._said: set[tuple[str, str]] = set()
+        self._refused: set[str] = set()
+
+    def clear(self) -> None:
+        self.processes.clear()
+        self._said.clear()
+
+    def update(self, process: str, figures: Figures) -> None:
+        self.processes[process] = figures
+        for kind, flagged in (("behind", figures.behind), ("cpu", figures.cpu_busy)):
+            if flagged and (process, kind) not in self._said:
+                self._said.add((process, kind))
+                text = behind_warning(process, figures, during=True) if kind == "behind" else None
+                logger.warning("%s", text or cpu_warning(process, figures))
+
+    def refuse(self, process: str, why: str) -> None:
+        if process not in self._refused:  # once per worker: it would say the same every 3 s
+            self._refused.add(process)
+            logger.warning("Pacing figures from %s refused (%s): its rate and CPU are left out", process, why[:200])
+
+    def total(self) -> Figures | None:
+        """The open loop over all processes: targets, counts and rates add up; None in a closed loop."""
+        senders = [f for f in self.processes.values() if f.target_rate is not None]
+        if not senders:
+            return None
+        total = Figures(target_rate=sum(f.target_rate or 0.0 for f in senders))
+        for figures in senders:
+            total.scheduled += figures.scheduled
+            total.sent += figures.sent
+            total.late += figures.late
+            total.lateness.merge(figures.lateness.dump())
+            total.behind = total.behind or figures.behind
+        total.seconds = max(f.seconds for f in senders)
+        return total
+
+    def rows(self) -> list[dict[str, Any]]:
+        table = [_row(name, self.processes[name]) for name in sorted(self.processes, key=_process_order)]
+        total = self.total()
+        if total is not None and len(self.processes) > 1:
+            senders = [f for f in self.processes.values() if f.target_rate is not None]
+            row = _row(TOTAL, total)
+            # each process's rate over its own window, added: the workers' windows do not start together
+            row["Sent Requests/s"] = round(sum(f.sent_rate() or 0.0 for f in senders), 1)
+            row["Scheduled Requests/s"] = round(sum(f.scheduled_rate() or 0.0 for f in senders), 1)
+            row["Peak CPU %"] = None
+            table.append(row)
+        return table
+
+    def sent_ratio(self) -> float | None:
+        """The run's share of its scheduled requests that were sent; None in a closed loop."""
+        total = self.total()
+        return None if total is None else total.ratio()
+
+    def summary_warnings(self) -> list[str]:
+        return [
+            behind_warning(name, figures, during=False)
+            for name, figures in sorted(self.processes.items(), key=lambda item: _process_order(item[0]))
+            if figures.behind
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "late_ms": LATE_MS,
+            "behind_ratio": BEHIND_RATIO,
+            "cpu_busy_percent": CPU_BUSY_PERCENT,
+            "sent_ratio": self.sent_ratio(),
+            "rows": self.rows(),
+            "warnings": self.summary_warnings()
+            + [cpu_warning(name, f) for name, f in sorted(self.processes.items()) if f.cpu_busy],
+        }
+
+
+def _process_order(name: str) -> tuple[int, int, str]:
+    kind, _, number = name.partition(" ")
+    return (
+        ("master", "local", "worker").index(kind) if kind in ("master", "local", "worker") else 3,
+        int(number) if number.isdigit() else 0,
+        name,
+    )
+
+
+def board_of(environment: Environment) -> Board:
+    return attached(environment, "poolbench_pacing", Board)
+
+
+def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]:
+    cells = [list(header)] + [
+        ["" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], int | float) else str(r[c]) for c in header]
+        for r in table
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
+
+
+def console_lines(board: Board) -> list[str]:
+    table = board.rows()
+    if not table:
+        return []
+    open_loop = any(row["Target Requests/s"] is not None for row in table)
+    header = HEADER if open_loop else ("Process", "Peak CPU %")
+    return [
+        f"Client load (open loop: requests/s scheduled and sent; late: sent over {LATE_MS:g} ms after "
+        "the scheduled time; lateness in ms; CPU in % of one core)"
+        if open_loop
+        else "Client load (CPU in % of one core)",
+        *aligned(header, table),
+    ]
