@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,7 +149,7 @@ def _histogram(data: Any) -> Histogram:
     highest = bucket_key(HIGHEST_MS)
     key = 0
     for i, (step, count) in enumerate(zip(steps, counts, strict=True)):
-        if not isinstance(step, int) or isinstance(step, bool) or step < (0 if i == 0 else 1):
+        if not isinstance(step, int) or isinstance(step, bool) or (i > 0 and step < 1):
             raise Refused("lateness: a key out of order")
         key += step
         if not ZERO_KEY <= key <= highest:
@@ -194,10 +194,12 @@ def parse(data: Any) -> Figures:
 class Watcher:
     """One process watching itself: its schedule's tally, the lateness of what it sent, its CPU."""
 
-    def __init__(self, sends: bool = True) -> None:
+    def __init__(self, sends: bool = True, cpu_percent: Callable[[], float] | None = None) -> None:
         self.sends = sends
         """False on a master: it runs no schedule, only its CPU is watched."""
-        self._process = psutil.Process()
+        process = psutil.Process()
+        self._cpu_percent = cpu_percent or (lambda: process.cpu_percent(None))
+        """This process's CPU since the last call, in % of one core."""
         self.figures = Figures()
         self._window: deque[tuple[float, int, int]] = deque()
         self._behind_ticks = 0
@@ -221,7 +223,7 @@ class Watcher:
         self._behind_ticks = self._busy_ticks = 0
         self._started = time.monotonic()
         self._stopped = None
-        self._process.cpu_percent(None)  # the next figure counts from here
+        self._cpu_percent()  # the next figure counts from here
         self._counting_cpu = True
 
     def stop(self) -> None:
@@ -238,9 +240,11 @@ class Watcher:
             return figures
         rate = getattr(environment.parsed_options, "request_rate", None) if environment.parsed_options else None
         if OPEN_LOOP.rate_override is not None or rate or OPEN_LOOP.tally.scheduled > 0:
-            target = OPEN_LOOP.current_rate(environment, float(rate) if rate else None)
-            if target > 0 or figures.target_rate is None:
-                figures.target_rate = target
+            runner = environment.runner
+            # Read while the users run: a process's share is its users over the run's, and at the
+            # stop it has none left (its share then reads as the whole).
+            if figures.target_rate is None or (runner is not None and runner.user_count > 0 and self._stopped is None):
+                figures.target_rate = OPEN_LOOP.current_rate(environment, float(rate) if rate else None)
         figures.scheduled = OPEN_LOOP.tally.scheduled
         figures.sent = OPEN_LOOP.tally.sent
         return figures
@@ -249,7 +253,7 @@ class Watcher:
         """One second's look; the kinds of warning that became due now ("behind", "cpu")."""
         due: list[str] = []
         figures = self.current(environment)
-        cpu = self._process.cpu_percent(None) if self._counting_cpu else 0.0
+        cpu = self._cpu_percent() if self._counting_cpu else 0.0
         if self._counting_cpu:
             figures.cpu_peak = cpu if figures.cpu_peak is None else max(figures.cpu_peak, cpu)
         self._busy_ticks = self._busy_ticks + 1 if cpu > CPU_BUSY_PERCENT else 0
