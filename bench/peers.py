@@ -244,7 +244,8 @@ def measure(rounds: int, only: set[str], seconds: tuple[float, float]) -> dict[s
             notes.append(f"{name}: not run: no local tokenizer (tests/real/install.sh builds the venvs that ship one)")
             continue
         peer = run_aiperf if name == "aiperf" else run_genai_bench
-        label = f"AIPerf {spec.split('==')[1]}" if name == "aiperf" else f"genai-bench {spec.split('==')[1]}"
+        version = note.split(" ")[1]
+        label = f"AIPerf {version}" if name == "aiperf" else f"genai-bench {version}"
         runners[label] = lambda url, case, i, peer=peer, venv=venv: peer(venv, tokenizer, url, case, case.requests[i])
     cases = []
     for case in CASES:
@@ -279,14 +280,17 @@ def measure(rounds: int, only: set[str], seconds: tuple[float, float]) -> dict[s
 
 
 def report(r: dict[str, Any]) -> str:
-    rows = []
+    rows: list[list[Any]] = []
+    failures: list[str] = []
     for case in r["cases"]:
         fast = case["clients"].get(FAST.label, {}).get("cpu_ms_per_request")
         for label, m in case["clients"].items():
             cpu, rps = m["cpu_ms_per_request"], m["requests_per_s"]
             concurrency = 1 if label.startswith("genai-bench") else case["users"]
             if cpu is None:
-                rows.append([case["payload"], label, concurrency, "not run", "", "", m["errors"][:1]])
+                rows.append([case["payload"], label, concurrency, "not run (below)", "", "", ""])
+                why = m["errors"][0].strip().splitlines() if m["errors"] else ["no round finished"]
+                failures.append(f"{case['payload']}, {label}: not run: {why[0][:300]}")
                 continue
             versus = f"{cpu / fast:.2f}x" if fast else ""
             each = " ".join(f"{x['cpu_ms_per_request']:.3f}" for x in m["rounds"] if x["cpu_ms_per_request"])
@@ -298,6 +302,7 @@ def report(r: dict[str, Any]) -> str:
             ["work", "client", "in flight", "CPU ms/request", "vs FastHttpUser", "requests/s", "each round"],
             rows,
         ),
+        *failures,
         *r["notes"],
     ]
     return "\n".join(lines)

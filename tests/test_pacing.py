@@ -9,15 +9,18 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import requests
 
 from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.pacing import Board, Figures, Refused, Watcher, _row, parse
 from tests.test_cli import csv_rows, locust
+from tests.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "1"]
 SLOW_SERVER = ("--ttfb-ms", "50")
@@ -235,3 +238,24 @@ def test_a_workers_hostile_figures_are_refused_naming_the_value(change, why):
         parse({**_genuine(), **change})
     with pytest.raises(Refused):
         parse(["not", "a", "mapping"])
+
+
+def test_the_web_ui_has_a_client_load_tab_with_its_csv_and_the_rate_check_in_the_form(mock_server):
+    ui = WebUI("locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, "--request-rate", "10")
+    try:
+        page = requests.get(ui.base, timeout=10).text
+        assert "client_load" in page and "check_min_rate_ratio" in page
+        assert ui.swarm(user_count=2, spawn_rate=2, host=mock_server.url)["success"]
+        deadline = time.monotonic() + 30
+        while True:
+            extended = {e["key"]: e["data"] for e in ui.requests_json().get("extended_stats", [])}
+            rows = extended.get("client_load") or [{}]
+            if (rows[0].get("sent") or 0) > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        (row,) = extended["client_load"]
+        assert row["process"] == "local" and row["target_requests_per_s"] == 10 and row["sent"] > 0
+        assert extended["pooling"][-1]["name"] == "Aggregated"  # the Pooling tab keeps its rows
+        assert requests.get(f"{ui.base}/client-load/csv", timeout=10).text.startswith("Process,Target Requests/s")
+    finally:
+        ui.close()
