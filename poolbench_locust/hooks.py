@@ -18,7 +18,6 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.user import EndpointUser, plan_for
 from poolbench_locust.metrics import checks
 from poolbench_locust.options import OptionError, without_credentials
-from poolbench_locust.webform import secrets
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -147,8 +146,6 @@ def _quit_workers(environment: Environment, runner: MasterRunner) -> None:
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # a worker takes its options and host from the master
-    if web_ui is not None:
-        secrets.keep_out_of_the_page(environment, web_ui)
     # A web UI's run starts when its form is sent, maybe with another host, and the target may come
     # up only by then (a pod started beside its server): its host is checked at test_start.
     waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
@@ -169,7 +166,6 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     # before users spawn (a host already checked is not probed again).
     if isinstance(environment.runner, WorkerRunner):
         return
-    secrets.restore(environment)
     if (error := _start_error(environment)) is not None and environment.runner is not None:
         logger.error("%s", error)
         gevent.spawn(environment.runner.stop)

@@ -25,6 +25,7 @@ import pytest
 import requests
 from locust import constant
 from locust.env import Environment
+from locust.event import Events
 from locust.exception import StopUser
 
 from bench import soak
@@ -618,12 +619,25 @@ def test_the_api_key_appears_in_no_output(mock_server_factory, tmp_path, args, e
     assert [name for name, text in outputs.items() if SECRET in text] == []
 
 
-def test_a_web_ui_form_sent_back_with_the_placeholder_keeps_the_key():
-    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options("--api-key", SECRET))
-    env.poolbench_secrets = {"api_key": SECRET}  # type: ignore[attr-defined]
-    env.parsed_options.api_key = secrets.PLACEHOLDER  # what the form sends when left as it is
-    secrets.restore(env)
+def test_a_web_ui_form_sent_back_with_the_placeholder_keeps_the_key(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["locust"])  # Locust's page parses sys.argv for the form's defaults
+    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options("--api-key", SECRET), events=Events())
+    runner = env.create_local_runner()
+    web = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    secrets.install(env, web)
+    assert SECRET not in web.app.test_client().get("/").get_data(as_text=True)
+
+    def start(api_key: str) -> None:
+        # no users: the run starts (test_start) and sends nothing
+        form = {"user_count": "0", "spawn_rate": "1", "host": "http://127.0.0.1:9", "api_key": api_key}
+        assert web.app.test_client().post("/swarm", data=form).get_json()["success"]
+        gevent.sleep(0.2)
+        runner.stop()
+
+    start(secrets.PLACEHOLDER)  # what the form sends when left as it is
     assert env.parsed_options.api_key == SECRET
-    env.parsed_options.api_key = "sk-typed-into-the-form"
-    secrets.restore(env)
+    start("sk-typed-into-the-form")
     assert env.parsed_options.api_key == "sk-typed-into-the-form" == env.poolbench_secrets["api_key"]
+    start(secrets.PLACEHOLDER)
+    assert env.parsed_options.api_key == "sk-typed-into-the-form"
+    runner.quit()

@@ -2,14 +2,17 @@
 
 Locust puts the value of every web-UI option in its page, as the form's default, secret ones too
 (locust.argument_parser.ui_extra_args_dict: only the input box is masked). The page gets a placeholder
-instead; a form sent back with it keeps the value the run started with.
+instead; a form sent back with it keeps the value the run goes with: the placeholder is swapped for
+that value before Locust (or the form's checks) read the form, so no option ever holds it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flask import request
 from locust.env import Environment
+from werkzeug.datastructures import ImmutableMultiDict
 
 from poolbench_locust.options import ALL_OPTIONS
 
@@ -19,7 +22,7 @@ PLACEHOLDER = "(unchanged)"
 
 
 def kept(environment: Environment) -> dict[str, str]:
-    """The secrets the run goes with, by dest: the ones it started with, or typed into the form since."""
+    """The secrets the run goes with, by dest: the ones it started with, or the last run's from the form."""
     return getattr(environment, "poolbench_secrets", {})
 
 
@@ -49,11 +52,22 @@ def form_value(environment: Environment, dest: str, value: str) -> str:
 
 
 def restore(environment: Environment) -> None:
-    """The web UI's form sent its fields into parsed_options: a placeholder means "unchanged"."""
+    """A run starts with the options the form set: a secret typed into it is the one to keep from now on."""
     secrets = kept(environment)
     for dest in SECRET_DESTS:
-        value = getattr(environment.parsed_options, dest, None)
-        if value == PLACEHOLDER and dest in secrets:
-            setattr(environment.parsed_options, dest, secrets[dest])
-        elif value:
-            secrets[dest] = value  # a new value typed into the form is the one to keep from now on
+        if value := getattr(environment.parsed_options, dest, None):
+            secrets[dest] = value
+
+
+def install(environment: Environment, web_ui: Any) -> None:
+    """Keep the secrets out of the page, and put them back into the forms sent with their placeholder."""
+    keep_out_of_the_page(environment, web_ui)
+    environment.events.test_start.add_listener(lambda **_: restore(environment))
+
+    @web_ui.app.before_request
+    def put_the_kept_secrets_back() -> None:
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return
+        if any(request.form.get(dest) == PLACEHOLDER for dest in SECRET_DESTS):
+            fields = [(key, form_value(environment, key, value)) for key, value in request.form.items(multi=True)]
+            request.form = ImmutableMultiDict(fields)  # type: ignore[misc]  (werkzeug's cached_property takes a value)

@@ -32,7 +32,7 @@ def form_options(environment: Environment, form: Any) -> argparse.Namespace:
     options = argparse.Namespace(**vars(environment.parsed_options or argparse.Namespace()))
     for key, value in form.items():
         if (opt := FORM_OPTIONS.get(key)) is not None:
-            setattr(options, key, value == "true" if opt.is_flag else secrets.form_value(environment, key, value))
+            setattr(options, key, value == "true" if opt.is_flag else value)
     return options
 
 
@@ -68,4 +68,5 @@ def install(environment: Environment, web_ui: Any) -> None:
 @events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
+        secrets.install(environment, web_ui)  # first: the form's checks read it with the secrets put back
         install(environment, web_ui)
