@@ -28,7 +28,7 @@ from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.limits import Limits
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
     DTYPE_SIZES,
@@ -93,7 +93,7 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
         )
     if (refused := endpoint.refused_option(settings)) is not None:
         flag, why = refused
-        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
+        value = getattr(settings, BY_FLAG[flag].dest)
         given = flag if value is True else f"{flag} {value}"
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
