@@ -3,7 +3,8 @@
 from poolbench_locust import access, hooks, options, preflight, stop_timeout  # noqa: F401
 from poolbench_locust.charts import wiring  # noqa: F401
 from poolbench_locust.engine import limits  # noqa: F401
-from poolbench_locust.metrics import checks, goodput, reporting, tokengap  # noqa: F401
+from poolbench_locust.metrics import checks, goodput, tokengap  # noqa: F401
+from poolbench_locust.metrics import wiring as pooling  # noqa: F401
 from poolbench_locust.results import writer  # noqa: F401
 from poolbench_locust.servermetrics import wiring as server_metrics  # noqa: F401  (after metrics: its tabs follow)
 from poolbench_locust.webform import layout, validation  # noqa: F401  (layout first: it unmangles the names)

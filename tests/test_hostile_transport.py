@@ -25,7 +25,7 @@ import pytest
 
 from poolbench_locust import EmbeddingsUser
 from poolbench_locust.engine.user import plan_for
-from poolbench_locust.metrics import report
+from poolbench_locust.metrics import table
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError
 from tests.harness import Run, failure_text, options
@@ -252,7 +252,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     assert [failure_text(e) for e in run.events] == [""] * 20
     assert server.connections == 20, "each resend on a fresh connection"
     assert stats.total.retries == 19 and stats.total.requests == 20
-    assert report.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
+    assert table.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
     resent = [e for e in run.events if e["context"].get("retried")]
     assert len(resent) == 19
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"

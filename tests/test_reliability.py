@@ -29,7 +29,7 @@ from locust.exception import StopUser
 
 from bench import soak
 from poolbench_locust import EmbeddingsUser, RerankUser, hooks
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import OPTIONS
 from tests.harness import options

@@ -325,10 +325,10 @@ def test_the_schema_is_in_the_installed_package():
 
 def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(monkeypatch):
     # Other branches add columns (goodput, mean and standard deviation): the document takes them
-    # from report.rows, and a mean or deviation of E2E also under vLLM's name.
+    # from table.rows, and a mean or deviation of E2E also under vLLM's name.
     from locust.env import Environment
 
-    from poolbench_locust.metrics import report
+    from poolbench_locust.metrics import table
     from poolbench_locust.results import document
     from tests.harness import options
 
@@ -337,7 +337,7 @@ def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(m
         ("E2E Mean", lambda s, e: 41.0),
         ("E2E StdDev", lambda s, e: 3.0),
     ]
-    monkeypatch.setattr(report, "COLUMNS", [*report.COLUMNS, *extra])
+    monkeypatch.setattr(table, "COLUMNS", [*table.COLUMNS, *extra])
     environment = Environment(user_classes=[], parsed_options=options("--api-key", SECRET))
     environment.create_local_runner()
     pooling = PoolingStats()

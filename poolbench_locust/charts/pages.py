@@ -14,7 +14,7 @@ from poolbench_locust.workload.sweep import SweepShape
 
 SECTION_ID = "poolbench-charts"
 TABLE_MARK = '<section id="poolbench-pooling"'
-"""The pooling table's section (metrics/reporting.py): the charts go before it."""
+"""The pooling table's section (metrics/wiring.py): the charts go before it."""
 
 
 def sweep_steps(environment: Environment, ended: bool = False) -> list[dict[str, Any]]:

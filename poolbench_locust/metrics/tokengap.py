@@ -14,7 +14,7 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.metrics.wiring import stats_of
 
 logger = logging.getLogger("poolbench_locust")
 

@@ -14,7 +14,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.options import Option, OptionError, register
 from poolbench_locust.results import document
 from poolbench_locust.results.series import sample_while_running, series_of

@@ -23,7 +23,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, plan_for
 from poolbench_locust.hooks import _without_credentials
-from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
+from poolbench_locust.metrics.wiring import _slug, csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView

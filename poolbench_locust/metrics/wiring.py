@@ -23,8 +23,8 @@ from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
-from poolbench_locust.metrics.report import HEADER, rows
 from poolbench_locust.metrics.shipping import Inbox, Outbox
+from poolbench_locust.metrics.table import HEADER, rows
 from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
