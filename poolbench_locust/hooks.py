@@ -15,7 +15,8 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.endpoints.spec import Endpoint
-from poolbench_locust.engine.user import EndpointUser, plan_for
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.metrics import checks
 from poolbench_locust.options import OPTIONS, OptionError
 

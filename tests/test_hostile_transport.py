@@ -24,7 +24,7 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.metrics import table
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError

@@ -22,7 +22,7 @@ from locust.stats import StatsCSV
 
 import poolbench_locust as pb
 from poolbench_locust.engine import messages
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.hooks import configuration_error
 from poolbench_locust.options import OptionError
 from tests.harness import Run, failure_text, options

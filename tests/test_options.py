@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError, Settings, Span
 from tests.harness import options
 

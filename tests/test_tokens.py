@@ -105,7 +105,7 @@ def test_exact_lengths_with_a_wordpiece_tokenizer_that_pads_and_splits_words(tmp
     the fitting oscillate; --tokenizer takes the model's directory."""
     from tokenizers import Tokenizer
 
-    from poolbench_locust.engine.user import plan_for
+    from poolbench_locust.engine.plan import plan_for
     from tests.harness import options
 
     model = write_wordpiece(tmp_path / "model", pad_to)
@@ -121,7 +121,7 @@ def test_exact_lengths_with_a_wordpiece_tokenizer_that_pads_and_splits_words(tmp
 
 
 def test_a_length_below_the_special_tokens_stops_with_a_clear_line(tmp_path):
-    from poolbench_locust.engine.user import plan_for
+    from poolbench_locust.engine.plan import plan_for
     from poolbench_locust.options import OptionError
     from tests.harness import options
 

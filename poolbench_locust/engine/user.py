@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import traceback
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -21,24 +20,20 @@ from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
 
-from poolbench_locust.access import Access, access_for
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
-from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError
 from poolbench_locust.wire import (
-    BINARY_ENCODINGS,
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
 )
-from poolbench_locust.workload import PreparedRequest, request_pool
+from poolbench_locust.workload import PreparedRequest
 from poolbench_locust.workload.arrival import OPEN_LOOP
-from poolbench_locust.workload.datasets import dataset_for
-from poolbench_locust.workload.tokens import counter_for
 from poolbench_locust.workload.warmup import WARMUP
 
 logger = logging.getLogger(__name__)
@@ -57,79 +52,6 @@ that stays usable."""
 FOLLOWED_REDIRECTS = frozenset({307, 308})
 """The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
 whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
-
-
-@dataclass
-class Plan:
-    """What every user of one User class shares under one set of options."""
-
-    settings: Settings
-    route: str
-    label: str
-    headers: dict[str, str]
-    requests: list[PreparedRequest]
-    client_token_source: str
-    """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
-    access: Access
-    """The API key sent (in `headers`) and the TLS checks of the host."""
-    limits: Limits = field(default_factory=Limits)
-    dims: int | None = None
-    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
-
-    @property
-    def secrets(self) -> tuple[str | None, ...]:
-        """What no message, log line or report may show."""
-        return (self.access.api_key, self.access.host_password)
-
-
-def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
-    """Raise OptionError for a combination the User class's endpoint cannot serve."""
-    endpoint = user_class.endpoint
-    if settings.encoding_format not in endpoint.encodings:
-        kinds = ", ".join(sorted(endpoint.encodings))
-        raise OptionError(
-            "--encoding-format",
-            f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
-        )
-    if (refused := endpoint.refused_option(settings)) is not None:
-        flag, why = refused
-        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
-        given = flag if value is True else f"{flag} {value}"
-        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
-
-
-_plans: dict[tuple[type, Settings, str | None, Access, Limits], Plan] = {}
-
-
-def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
-    """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
-    settings = Settings.from_options(options)
-    target = host or user_class.host or getattr(options, "host", None)
-    access = access_for(options, settings.api_key, target)
-    limits = Limits.from_options(options)
-    key = (user_class, settings, target, access, limits)
-    if (plan := _plans.get(key)) is None:
-        check_settings(user_class, settings)
-        endpoint = user_class.endpoint
-        counter = counter_for(settings, target, access.api_key)
-        route = settings.endpoint_path or endpoint.route
-        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
-        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
-        if access.api_key:
-            headers["Authorization"] = f"Bearer {access.api_key}"
-        plan = Plan(
-            settings=settings,
-            route=route,
-            label=user_class.request_name or route,
-            headers=headers,
-            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
-            client_token_source=counter.source,
-            access=access,
-            limits=limits,
-            dims=settings.dimensions,
-        )
-        _plans[key] = plan
-    return plan
 
 
 def _content_type(headers: Any) -> str:

@@ -21,7 +21,8 @@ from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from poolbench_locust.engine.user import EndpointUser, plan_for
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.hooks import _without_credentials
 from poolbench_locust.metrics.wiring import _slug, csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
