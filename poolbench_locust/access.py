@@ -119,3 +119,11 @@ def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
             "use https://, or give --api-key-over-http",
         )
     return Access(api_key=api_key or None, host_password=parts.password, tls_verify=verify, ca_bundle=bundle)
+
+
+def without_credentials(url: str) -> str:
+    """The URL as it may be shown: user:password@ in --host is a secret like --api-key."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()

@@ -1,11 +1,49 @@
-"""Everything poolbench-locust registers with Locust: importing this module is the plugin."""
+"""Everything poolbench-locust registers with Locust, in one place: importing this module is the plugin.
 
-from poolbench_locust import access, hooks, options, preflight, stop_timeout  # noqa: F401
-from poolbench_locust.charts import wiring  # noqa: F401
-from poolbench_locust.engine import limits  # noqa: F401
-from poolbench_locust.metrics import checks, goodput, tokengap  # noqa: F401
-from poolbench_locust.metrics import wiring as pooling  # noqa: F401
-from poolbench_locust.results import writer  # noqa: F401
-from poolbench_locust.servermetrics import wiring as server_metrics  # noqa: F401  (after metrics: its tabs follow)
-from poolbench_locust.webform import layout, validation  # noqa: F401  (layout first: it unmangles the names)
-from poolbench_locust.workload import arrival, sweep, warmup  # noqa: F401
+Each room has one `setup(events)` (as Locust's runners call stats.setup_distributed_stats_event_listeners),
+called here in the order its listeners must run: Locust fires an event's listeners in the order they
+were added.
+"""
+
+from locust import events as locust_events
+from locust.event import Events
+
+from poolbench_locust import access, embedded_mock, hooks, options, preflight, start_checks, stop_timeout
+from poolbench_locust.charts import wiring as charts
+from poolbench_locust.engine import limits
+from poolbench_locust.metrics import checks, goodput, tokengap
+from poolbench_locust.metrics import wiring as pooling
+from poolbench_locust.results import writer as json_result
+from poolbench_locust.servermetrics import wiring as server_metrics
+from poolbench_locust.webform import layout, validation
+from poolbench_locust.workload import arrival, sweep, warmup
+
+DECLARING_OPTIONS = (options, access, limits, goodput, checks, preflight, json_result, server_metrics)
+"""The modules that declare command-line options, each in an init_command_line_parser listener of
+its own, added as they are imported (to become one registry: issue 21)."""
+
+
+def setup(events: Events) -> None:
+    # The open-loop schedule and warm-up first: test_start resets them before anything else starts.
+    arrival.setup(events)
+    warmup.setup(events)
+    # The checks that stop a bad run at start: secrets restored from the form's placeholders, then
+    # the options and the host, then the mock when there is no host, then one request per User class.
+    hooks.setup(events)
+    start_checks.setup(events)
+    embedded_mock.setup(events)
+    preflight.setup(events)
+    stop_timeout.setup(events)
+    sweep.setup(events)
+    # The figures and where they are shown.
+    charts.setup(events)
+    pooling.setup(events)
+    tokengap.setup(events)
+    json_result.setup(events)
+    server_metrics.setup(events)
+    # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
+    layout.setup(events)
+    validation.setup(events)
+
+
+setup(locust_events)

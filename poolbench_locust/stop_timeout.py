@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser
@@ -59,7 +59,6 @@ def _ready_at_once(environment: Environment, **_: Any) -> None:
     environment.stop_timeout = 0.0
 
 
-@events.init.add_listener
 def on_init(environment: Environment, **_: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         environment.events.test_stop.add_listener(lambda **kw: _ready_at_once(environment))
@@ -67,3 +66,7 @@ def on_init(environment: Environment, **_: Any) -> None:
     _apply(environment)
     # The web UI's form may change --request-timeout before the run starts.
     environment.events.test_start.add_listener(lambda **kw: _apply(environment))
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

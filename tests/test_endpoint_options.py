@@ -11,7 +11,7 @@ from locust.env import Environment
 from poolbench_locust import users
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.hooks import configuration_error
+from poolbench_locust.start_checks import configuration_error
 from tests.harness import options
 from tests.test_cli import locust
 

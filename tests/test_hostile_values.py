@@ -23,8 +23,8 @@ from locust.stats import StatsCSV
 import poolbench_locust as pb
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.plan import plan_for
-from poolbench_locust.hooks import configuration_error
 from poolbench_locust.options import OptionError
+from poolbench_locust.start_checks import configuration_error
 from tests.harness import Run, failure_text, options
 from tests.hostile import HostileServer, response, serve_requests
 

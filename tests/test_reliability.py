@@ -28,7 +28,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from bench import soak
-from poolbench_locust import EmbeddingsUser, RerankUser, hooks
+from poolbench_locust import EmbeddingsUser, RerankUser, hooks, start_checks
 from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import OPTIONS
@@ -538,11 +538,11 @@ def test_processes_stopping_at_start_leave_no_worker_behind():
 def test_a_host_typed_into_the_web_ui_is_checked_before_users_spawn(mock_server, caplog):
     env = Environment(user_classes=[EmbeddingsUser], parsed_options=options(), host=mock_server.url)
     runner = env.create_local_runner()
-    hooks.on_test_start(env)
+    start_checks.on_test_start(env)
     assert runner.state == "ready" and not caplog.records
     with closed_port() as port:
         env.host = f"http://127.0.0.1:{port}"  # what the form's host field does before the test starts
-        hooks.on_test_start(env)
+        start_checks.on_test_start(env)
         gevent.sleep(0.1)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert errors == [

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
@@ -91,7 +91,6 @@ def write_knee(environment: Environment, prefix: str) -> str | None:
     return path
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the history lives where the figures are shown
@@ -108,3 +107,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 page = f.read()
             with open(html_file, "w", encoding="utf-8") as f:
                 f.write(add_to_report(page, environment, ended=True))
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

@@ -101,7 +101,7 @@ class EndpointUser(FastHttpUser):
     request_name: ClassVar[str | None] = None
 
     def __init__(self, environment: Any) -> None:
-        # Options are checked when Locust starts (poolbench_locust.hooks); a bad value typed into the
+        # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
             self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host)
@@ -294,3 +294,8 @@ class EndpointUser(FastHttpUser):
         body = self._read(resp, keep=False, head=head)
         plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source
+
+
+def endpoint_users(environment: Any) -> list[type[EndpointUser]]:
+    """The environment's User classes that this engine runs (a locustfile may mix in others)."""
+    return [u for u in environment.user_classes if issubclass(u, EndpointUser)]

@@ -13,8 +13,8 @@ from typing import Any
 
 import gevent
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
@@ -185,10 +185,9 @@ def _read_slo(environment: Environment, stats: PoolingStats) -> None:
     try:
         stats.slo = goodput.slo_of(environment.parsed_options)
     except OptionError:
-        stats.slo = None  # hooks' start check stops the run with the option's one line
+        stats.slo = None  # the start checks stop the run with the option's one line
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     stats = stats_of(environment)
     _read_slo(environment, stats)
@@ -258,3 +257,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             for line in console_table(stats):
                 console.info(line)
             console.info("")
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

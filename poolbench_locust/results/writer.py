@@ -12,6 +12,7 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.metrics.wiring import stats_of
@@ -60,7 +61,6 @@ def path_error(path: str) -> str | None:
     return None
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return  # a worker's figures reach the document through the master
@@ -107,3 +107,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             logger.error("--json-result %s: could not write it: %s", path, e.strerror or e)
             return
         logger.info("JSON result written to %s", path)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

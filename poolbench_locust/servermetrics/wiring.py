@@ -19,11 +19,12 @@ import gevent
 from flask import Response, jsonify, request
 from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.access import without_credentials
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.hooks import _without_credentials
 from poolbench_locust.metrics.wiring import _slug, csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
 from poolbench_locust.servermetrics import report
@@ -48,7 +49,7 @@ def _targets(text: str) -> str:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise argparse.ArgumentTypeError(
-                f"must be auto, off, or http(s):// URLs separated by commas, got {_without_credentials(url)!r}"
+                f"must be auto, off, or http(s):// URLs separated by commas, got {without_credentials(url)!r}"
             )
     return text
 
@@ -85,7 +86,7 @@ def _routes(environment: Environment) -> frozenset[str]:
             try:
                 routes.add(plan_for(user_class, environment.parsed_options).route)
             except (OptionError, AttributeError):
-                continue  # hooks.py stops such a run with its own line
+                continue  # the start checks stop such a run with their own line
     return frozenset(routes)
 
 
@@ -151,7 +152,7 @@ def _start(environment: Environment, state: State) -> None:
         return
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
-    state.views = [ServerView(url, _without_credentials(url)) for url in urls]
+    state.views = [ServerView(url, without_credentials(url)) for url in urls]
     runner = environment.runner
     state.scraper = Scraper(
         state.views,
@@ -223,7 +224,6 @@ def _install_web_ui(environment: Environment, state: State) -> None:
         )
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the master scrapes, once for the whole run
@@ -292,3 +292,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             console.info("")
         if state.history is not None:
             state.history.close()
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

@@ -20,9 +20,9 @@ import re
 from typing import Any
 
 from flask import Response, request
-from locust import events
 from locust.argument_parser import default_args_dict, get_parser
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 from werkzeug.datastructures import ImmutableMultiDict
 
@@ -234,7 +234,10 @@ def _install(environment: Environment) -> None:
         return response
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
         _install(environment)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

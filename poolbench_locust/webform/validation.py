@@ -13,13 +13,15 @@ import logging
 from typing import Any
 
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.limits import LIMITS
-from poolbench_locust.hooks import SECRET_PLACEHOLDER, configuration_error, host_error
+from poolbench_locust.hooks import SECRET_PLACEHOLDER
+from poolbench_locust.host_probe import host_error
 from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.start_checks import configuration_error
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -57,7 +59,10 @@ def install(environment: Environment, web_ui: Any) -> None:
         return jsonify({"success": False, "message": error, "host": environment.host})
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
         install(environment, web_ui)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

@@ -19,7 +19,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 from gevent.queue import Queue
-from locust import events
+from locust.event import Events
 
 from poolbench_locust.options import Settings
 
@@ -85,7 +85,6 @@ class OpenLoop:
 OPEN_LOOP = OpenLoop()
 
 
-@events.init.add_listener
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     def set_rate(msg: Any, **_: Any) -> None:  # a sweep step on the master changes every process's rate
         OPEN_LOOP.rate_override = float(msg.data)
@@ -94,14 +93,18 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         runner.register_message(RATE_MESSAGE, set_rate)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
     OPEN_LOOP.reset(seed=int(getattr(environment.parsed_options, "seed", 0) or 0) * 1000 + worker)
 
 
-@events.test_stop.add_listener
 def _on_test_stop(**_: Any) -> None:
     OPEN_LOOP.rate_override = None
     OPEN_LOOP.reset()
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)

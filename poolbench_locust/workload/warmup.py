@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.options import non_negative
@@ -80,13 +80,12 @@ WARMUP = Warmup()
 
 def _seconds(environment: Environment) -> float:
     value = getattr(environment.parsed_options, "warmup", 0) or 0
-    try:  # a web UI's form sends text; a bad value is refused before the run (poolbench_locust.hooks)
+    try:  # a web UI's form sends text; a bad value is refused before the run (poolbench_locust.webform.validation)
         return non_negative(str(value))
     except Exception:
         return 0.0
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         runner.register_message(OVER_MESSAGE, lambda msg, **_: WARMUP.end(environment) if not WARMUP.counting else None)
@@ -97,11 +96,15 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             WARMUP.clamp_start(environment)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     WARMUP.start(environment, _seconds(environment))
 
 
-@events.test_stop.add_listener
 def _on_test_stop(**_: Any) -> None:
     WARMUP.stop()
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
