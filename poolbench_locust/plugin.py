@@ -1,16 +1,27 @@
 """Everything poolbench-locust registers with Locust, in one place: importing this module is the plugin.
 
-Each room has one `setup(events)` (as Locust's runners call stats.setup_distributed_stats_event_listeners),
-called here in the order its listeners must run: Locust fires an event's listeners in the order they
-were added.
+Each room has one `setup(events)`, or `setup(events, pages)` when it adds to Locust's report or web
+UI (locust_pages), as Locust's runners call stats.setup_distributed_stats_event_listeners. They are
+called here in the order their listeners must run: Locust fires an event's listeners in the order
+they were added (quitting in reverse).
 """
 
 from locust import events as locust_events
 from locust.event import Events
 
-from poolbench_locust import access, embedded_mock, hooks, options, preflight, start_checks, stop_timeout
+from poolbench_locust import (
+    access,
+    embedded_mock,
+    hooks,
+    locust_pages,
+    options,
+    preflight,
+    start_checks,
+    stop_timeout,
+)
 from poolbench_locust.charts import wiring as charts
 from poolbench_locust.engine import limits
+from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import checks, goodput, tokengap
 from poolbench_locust.metrics import wiring as pooling
 from poolbench_locust.results import writer as json_result
@@ -23,7 +34,7 @@ DECLARING_OPTIONS = (options, access, limits, goodput, checks, preflight, json_r
 its own, added as they are imported (to become one registry: issue 21)."""
 
 
-def setup(events: Events) -> None:
+def setup(events: Events, pages: PageEvents) -> None:
     # The open-loop schedule and warm-up first: test_start resets them before anything else starts.
     arrival.setup(events)
     warmup.setup(events)
@@ -34,16 +45,20 @@ def setup(events: Events) -> None:
     embedded_mock.setup(events)
     preflight.setup(events)
     stop_timeout.setup(events)
+    # The one writer of the --html file, before every room that adds to it: Locust fires quitting
+    # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
+    locust_pages.setup(events)
     sweep.setup(events)
-    # The figures and where they are shown.
-    charts.setup(events)
-    pooling.setup(events)
+    # The figures and where they are shown (the order of their report sections and web UI tabs is
+    # locust_pages' *_SECTION and *_TAB).
+    charts.setup(events, pages)
+    pooling.setup(events, pages)
     tokengap.setup(events)
     json_result.setup(events)
-    server_metrics.setup(events)
+    server_metrics.setup(events, pages)
     # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
     layout.setup(events)
     validation.setup(events)
 
 
-setup(locust_events)
+setup(locust_events, page_events)

@@ -19,7 +19,7 @@ import requests
 from locust.env import Environment
 from locust.event import Events
 
-from poolbench_locust import EmbeddingsUser
+from poolbench_locust import EmbeddingsUser, locust_pages
 from poolbench_locust.charts import plot, svg, wiring
 from poolbench_locust.charts.figures import POOLING_CHARTS
 from poolbench_locust.metrics import wiring as pooling_wiring
@@ -136,6 +136,7 @@ def web_environment(runner_kind: str = "local") -> tuple[Environment, Any]:
     web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
     pooling_wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
     wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
+    locust_pages.on_init(environment=env, runner=runner, web_ui=web_ui)
     return env, runner
 
 

@@ -11,7 +11,8 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
-from poolbench_locust.charts.pages import add_to_report, insert_before_body_end, live_fragment, sweep_steps
+from poolbench_locust.charts.pages import live_fragment, report_section, sweep_steps
+from poolbench_locust.locust_pages import CHARTS_SECTION, PageEvents, Section, insert_before_body_end
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -75,8 +76,6 @@ def _install_web_ui(environment: Environment) -> None:
             return response
         if request.path == f"{base}/":
             response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT))
-        elif request.path.endswith("/stats/report"):
-            response.set_data(add_to_report(response.get_data(as_text=True), environment))
         return response
 
 
@@ -102,12 +101,12 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         options = environment.parsed_options
         if prefix := getattr(options, "csv_prefix", None):
             write_knee(environment, prefix)
-        if html_file := getattr(options, "html_file", None):
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(add_to_report(page, environment, ended=True))
 
 
-def setup(events: Events) -> None:
+def report_sections(environment: Environment, sections: list[Section], final: bool, **_: Any) -> None:
+    sections.append(Section(CHARTS_SECTION, report_section(environment, ended=final)))
+
+
+def setup(events: Events, pages: PageEvents) -> None:
     events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_sections)

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
-from flask import Response, jsonify, request
+from flask import Response, jsonify
 from locust.env import Environment
 from locust.event import Events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
+from poolbench_locust.locust_pages import POOLING_SECTION, POOLING_TAB, PageEvents, Section, Tab
 from poolbench_locust.metrics import checks, goodput
 from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import PoolingStats
@@ -69,40 +70,19 @@ def html_table(stats: PoolingStats) -> str:
     )
 
 
-def add_to_html_report(page: str, stats: PoolingStats) -> str:
-    """Locust's report has no hook: the table goes in as its own section before </body>."""
-    index = page.rfind("</body>")
-    return page + html_table(stats) if index < 0 else page[:index] + html_table(stats) + page[index:]
+def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
+    sections.append(Section(POOLING_SECTION, html_table(stats_of(environment))))
 
 
-def _slug(title: str) -> str:
-    return title.lower().replace("%", "").replace("/", "_per_").replace(" ", "_")
-
-
-def _web_rows(stats: PoolingStats) -> list[dict[str, Any]]:
-    return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row["Name"]} for row in rows(stats)]
+def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+    stats = stats_of(environment)
+    csv_link = ("./pooling/csv", "Download pooling statistics CSV")
+    tabs.append(Tab(POOLING_TAB, "Pooling", TAB_KEY, HEADER, lambda: rows(stats), "Name", csv_link))
 
 
 def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
-    web_ui.template_args["extended_tabs"] = [{"title": "Pooling", "key": TAB_KEY}]
-    web_ui.template_args["extended_tables"] = [
-        {"key": TAB_KEY, "structure": [{"key": _slug(title), "title": title} for title in HEADER]}
-    ]
-    web_ui.template_args["extended_csv_files"] = [{"href": "./pooling/csv", "title": "Download pooling statistics CSV"}]
-
-    @web_ui.app.after_request
-    def extend(response: Response) -> Response:
-        if request.path.endswith("/stats/requests") and response.is_json:
-            data = response.get_json()
-            # Appended, not set: other tabs' rows (the server metrics) may be there already.
-            data.setdefault("extended_stats", []).append({"key": TAB_KEY, "data": _web_rows(stats)})
-            response.set_data(jsonify(data).get_data())
-        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            response.set_data(add_to_html_report(response.get_data(as_text=True), stats))
-        return response
-
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
 
     @web_ui.app.route(f"{base}/pooling/stats")
@@ -231,7 +211,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
-        # quitting comes after Locust's last worker report is merged and after it wrote --html.
+        # quitting comes after Locust's last worker report is merged.
         if prefix:
             # Locust rewrites PREFIX_stats.csv once a second and not again at exit: one more interval
             # lets its writer record the last requests too, so both files hold the same run.
@@ -240,12 +220,6 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(rows(stats)))
         if history_csv is not None:
             history_csv.close()
-        html_file = getattr(options, "html_file", None)
-        if html_file:
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(add_to_html_report(page, stats))
         if (failed := checks.evaluate(environment, stats)) and environment.process_exit_code in (None, 0):
             environment.process_exit_code = checks.EXIT_CODE
         for line in failed:
@@ -259,5 +233,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             console.info("")
 
 
-def setup(events: Events) -> None:
+def setup(events: Events, pages: PageEvents) -> None:
     events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_section)
+    pages.web_ui_tabs.add_listener(web_ui_tab)

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import gevent
-from flask import Response, jsonify, request
+from flask import Response
 from locust import events
 from locust.env import Environment
 from locust.event import Events
@@ -25,7 +25,15 @@ from locust.runners import WorkerRunner
 from poolbench_locust.access import without_credentials
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.metrics.wiring import _slug, csv_text, stats_of
+from poolbench_locust.locust_pages import (
+    RECONCILIATION_TAB,
+    SERVER_METRICS_SECTION,
+    SERVER_METRICS_TAB,
+    PageEvents,
+    Section,
+    Tab,
+)
+from poolbench_locust.metrics.wiring import csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
@@ -34,10 +42,6 @@ from poolbench_locust.servermetrics.scrape import Scraper
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
 
-TABS = (
-    ("Server metrics", "server_metrics", report.HEADER),
-    ("Server vs client", "server_reconciliation", report.RECONCILIATION_HEADER),
-)
 HISTORY_HEADER = ["Timestamp", "Server", "Kind", "Requests", "Prompt Tokens", "Latency Mean", "Running", "Waiting"]
 
 
@@ -181,37 +185,44 @@ def _write_history(state: State, view: ServerView) -> None:
     state.history.flush()
 
 
+def _state(environment: Environment) -> State | None:
+    return getattr(environment, "poolbench_server_metrics", None)
+
+
+def report_section(environment: Environment, sections: list[Section], final: bool, **_: Any) -> None:
+    """The section of the web UI's report always; of the --html file once some server was scraped."""
+    if (state := _state(environment)) is not None and (state.server_rows() or not final):
+        sections.append(Section(SERVER_METRICS_SECTION, state.html(environment)))
+
+
+def web_ui_tabs(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+    def server_rows() -> list[dict[str, Any]]:
+        state = _state(environment)
+        return state.server_rows() if state is not None else []
+
+    def checks() -> list[dict[str, Any]]:
+        state = _state(environment)
+        return state.checks(environment) if state is not None else []
+
+    csv_link = ("./server-metrics/csv", "Download server metrics CSV")
+    tabs.append(
+        Tab(SERVER_METRICS_TAB, "Server metrics", "server_metrics", report.HEADER, server_rows, "Server", csv_link)
+    )
+    tabs.append(
+        Tab(
+            RECONCILIATION_TAB,
+            "Server vs client",
+            "server_reconciliation",
+            report.RECONCILIATION_HEADER,
+            checks,
+            "Check",
+        )
+    )
+
+
 def _install_web_ui(environment: Environment, state: State) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
-    args = web_ui.template_args
-    for title, key, header in TABS:
-        args.setdefault("extended_tabs", []).append({"title": title, "key": key})
-        args.setdefault("extended_tables", []).append(
-            {"key": key, "structure": [{"key": _slug(c), "title": c} for c in header]}
-        )
-    args.setdefault("extended_csv_files", []).append(
-        {"href": "./server-metrics/csv", "title": "Download server metrics CSV"}
-    )
-
-    def web_rows(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-        return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row[name]} for row in rows]
-
-    @web_ui.app.after_request
-    def extend(response: Response) -> Response:
-        if request.path.endswith("/stats/requests") and response.is_json:
-            data = response.get_json()
-            data.setdefault("extended_stats", []).extend(
-                [
-                    {"key": "server_metrics", "data": web_rows(state.server_rows(), "Server")},
-                    {"key": "server_reconciliation", "data": web_rows(state.checks(environment), "Check")},
-                ]
-            )
-            response.set_data(jsonify(data).get_data())
-        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            response.set_data(report.add_to_html(response.get_data(as_text=True), state.html(environment)))
-        return response
-
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
 
     @web_ui.app.route(f"{base}/server-metrics/csv")
@@ -268,12 +279,6 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(servers, report.HEADER))
             with open(f"{prefix}_server_reconciliation.csv", "w", newline="") as f:
                 f.write(csv_text(checks, report.RECONCILIATION_HEADER))
-        html_file = getattr(environment.parsed_options, "html_file", None)
-        if html_file:
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(report.add_to_html(page, state.html(environment)))
         for check in checks:
             if check["Flagged"]:
                 logger.warning(
@@ -294,5 +299,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             state.history.close()
 
 
-def setup(events: Events) -> None:
+def setup(events: Events, pages: PageEvents) -> None:
     events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_section)
+    pages.web_ui_tabs.add_listener(web_ui_tabs)

@@ -26,7 +26,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 from werkzeug.datastructures import ImmutableMultiDict
 
-from poolbench_locust.charts.pages import insert_before_body_end
+from poolbench_locust.locust_pages import insert_before_body_end
 
 GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
