@@ -23,6 +23,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.options import OptionError, register
+from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import stop_at_start
 
 logger = logging.getLogger("poolbench_locust")
@@ -68,8 +69,7 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
 
 def preflight_error(environment: Environment) -> str | None:
     """The line that stops the run, or None. Each User class and set of options is asked once per host."""
-    done: set[tuple[Any, ...]] = getattr(environment, "poolbench_preflighted", set())
-    environment.poolbench_preflighted = done  # type: ignore[attr-defined]
+    done = state_of(environment).preflighted
     for user_class in endpoint_users(environment):
         host = environment.host or user_class.host
         key = (user_class, host, repr(sorted(vars(environment.parsed_options).items())))

@@ -19,6 +19,7 @@ from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error
 from poolbench_locust.metrics import checks
 from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -39,7 +40,9 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
                 "(poolbench_locust.endpoints.spec), or `abstract = True` on a base class"
             )
         try:
-            plan_for(user_class, options if options is not None else environment.parsed_options)
+            plan_for(
+                user_class, options if options is not None else environment.parsed_options, run=state_of(environment)
+            )
         except OptionError as e:
             return str(e)
     return None
@@ -51,10 +54,11 @@ def start_error(environment: Environment, check_host: bool = True) -> str | None
     host = environment.host
     if not check_host or not host or not endpoint_users(environment):
         return None
-    if getattr(environment, "poolbench_checked_host", None) == host:
+    state = state_of(environment)
+    if state.checked_host == host:
         return None
     if (error := host_error(host)) is None:
-        environment.poolbench_checked_host = host  # type: ignore[attr-defined]
+        state.checked_host = host
     return error
 
 

@@ -16,6 +16,7 @@ from poolbench_locust.workload.tokens import counter_for
 
 if TYPE_CHECKING:
     from poolbench_locust.engine.user import EndpointUser
+    from poolbench_locust.run_state import RunState
 
 
 @dataclass
@@ -57,17 +58,20 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
-_plans: dict[tuple[type, Settings, str | None, Access, Limits], Plan] = {}
+def plan_for(
+    user_class: type[EndpointUser], options: Any, host: str | None = None, run: RunState | None = None
+) -> Plan:
+    """The shared plan of a User class: checked options, headers, and the requests prepared before the test.
 
-
-def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
-    """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
+    Made once per run (kept in `run`) for each User class, set of options and host; without `run`, made anew.
+    """
     settings = Settings.from_options(options)
     target = host or user_class.host or getattr(options, "host", None)
-    access = access_for(options, settings.api_key, target)
+    access = access_for(options, settings.api_key, target, run.warned if run is not None else None)
     limits = Limits.from_options(options)
     key = (user_class, settings, target, access, limits)
-    if (plan := _plans.get(key)) is None:
+    plans = run.plans if run is not None else {}
+    if (plan := plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
         counter = counter_for(settings, target, access.api_key)
@@ -87,5 +91,5 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
             limits=limits,
             dims=settings.dimensions,
         )
-        _plans[key] = plan
+        plans[key] = plan
     return plan

@@ -24,17 +24,19 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
+from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 from poolbench_locust.wire import (
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
 )
 from poolbench_locust.workload import PreparedRequest
-from poolbench_locust.workload.arrival import OPEN_LOOP
-from poolbench_locust.workload.warmup import WARMUP
+from poolbench_locust.workload.arrival import open_loop_of
+from poolbench_locust.workload.warmup import warmup_of
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +106,9 @@ class EndpointUser(FastHttpUser):
         # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
-            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host)
+            self.plan: Plan | None = plan_for(
+                type(self), environment.parsed_options, environment.host, state_of(environment)
+            )
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e
@@ -121,6 +125,8 @@ class EndpointUser(FastHttpUser):
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
         agent.max_redirects = MAX_REDIRECTS
         self._failure_rows = messages.failure_rows(environment)
+        self._open_loop = open_loop_of(environment)
+        self._warmup = warmup_of(environment)
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
         # about a tenth of a small request's client CPU (bench/client_cost.py).
         agent.cookiejar = None
@@ -149,8 +155,8 @@ class EndpointUser(FastHttpUser):
         if not settings.open_loop:
             self.measure(req)
             return
-        due = OPEN_LOOP.next_send_time(self.environment, settings)
-        with OPEN_LOOP.slot(self.environment, settings):
+        due = self._open_loop.next_send_time(self.environment, settings)
+        with self._open_loop.slot(self.environment, settings):
             self.measure(req, due=due)
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:
@@ -167,7 +173,7 @@ class EndpointUser(FastHttpUser):
         exchange.begin(deadline, plan.settings.request_timeout)
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
+        warming = not self._warmup.counting  # counting starts where the stats were reset (workload.warmup)
         if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
             self.client.request_event = _UNCOUNTED
         try:
@@ -180,7 +186,7 @@ class EndpointUser(FastHttpUser):
                 stream=True,
                 catch_response=True,
             ) as resp:
-                context: dict[str, Any] = {"sequences": req.sequences}
+                context: RequestContext = {"sequences": req.sequences}
                 if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                     start = exchange.sent_at
                     origin = start if due is None else min(due, start)
@@ -223,7 +229,7 @@ class EndpointUser(FastHttpUser):
         resp: Any,
         req: PreparedRequest,
         start: float,
-        context: dict[str, Any],
+        context: RequestContext,
     ) -> tuple[int, str | None]:
         """Read the whole answer and judge it: (bytes received, failure message or None)."""
         if (error := getattr(resp, "error", None)) is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from locust import events
 
+from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.options import Option, OptionError, register
 
 
@@ -26,7 +27,7 @@ class Slo:
     transfer_ms: float | None = None
     """End-to-end minus time to headers minus the open loop's queueing: the body on the wire."""
 
-    def met(self, e2e_ms: float, context: dict[str, Any]) -> bool:
+    def met(self, e2e_ms: float, context: RequestContext) -> bool:
         """Whether a successful request's times met every bound (a time it lacks meets none)."""
         if self.e2e_ms is not None and not e2e_ms <= self.e2e_ms:
             return False

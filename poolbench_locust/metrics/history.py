@@ -22,10 +22,10 @@ import gevent
 from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
+from poolbench_locust.run_state import state_of
 
 MAX_SAMPLES = 1800
 """Half an hour at one sample a second; a longer run keeps this many, further apart."""
@@ -111,7 +111,10 @@ class History:
 
 def history_of(environment: Environment) -> History:
     """The environment's history (created on first use, one per environment)."""
-    return attached(environment, "poolbench_history", History)
+    state = state_of(environment)
+    if state.history is None:
+        state.history = History()
+    return state.history
 
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:

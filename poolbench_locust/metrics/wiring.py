@@ -20,13 +20,13 @@ from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust.locust_pages import POOLING_SECTION, POOLING_TAB, PageEvents, Section, Tab
 from poolbench_locust.metrics import checks, goodput
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.shipping import Inbox, Outbox
 from poolbench_locust.metrics.table import HEADER, rows
 from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -40,7 +40,10 @@ TAB_KEY = "pooling"
 
 def stats_of(environment: Environment) -> PoolingStats:
     """The environment's pooling stats (created on first use, one per environment)."""
-    return attached(environment, "poolbench_stats", PoolingStats)
+    state = state_of(environment)
+    if state.stats is None:
+        state.stats = PoolingStats()
+    return state.stats
 
 
 def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:

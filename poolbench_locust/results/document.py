@@ -32,6 +32,7 @@ from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.results.series import TOTAL, Block, Key
+from poolbench_locust.run_state import state_of
 from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
 
 FORMAT = "poolbench-locust-result"
@@ -232,7 +233,7 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
 
 def _server_metrics(environment: Environment) -> Any:
     """The server's own figures (servermetrics/), where they were scraped."""
-    state = getattr(environment, "poolbench_server_metrics", None)
+    state = state_of(environment).server_metrics
     if state is None or not state.server_rows():
         return None
     return json_safe(state.as_dict(environment))

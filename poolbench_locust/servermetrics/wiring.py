@@ -35,6 +35,7 @@ from poolbench_locust.locust_pages import (
 )
 from poolbench_locust.metrics.wiring import csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
+from poolbench_locust.run_state import state_of
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -88,7 +89,7 @@ def _routes(environment: Environment) -> frozenset[str]:
     for user_class in environment.user_classes:
         if issubclass(user_class, EndpointUser):
             try:
-                routes.add(plan_for(user_class, environment.parsed_options).route)
+                routes.add(plan_for(user_class, environment.parsed_options, run=state_of(environment)).route)
             except (OptionError, AttributeError):
                 continue  # the start checks stop such a run with their own line
     return frozenset(routes)
@@ -186,7 +187,7 @@ def _write_history(state: State, view: ServerView) -> None:
 
 
 def _state(environment: Environment) -> State | None:
-    return getattr(environment, "poolbench_server_metrics", None)
+    return state_of(environment).server_metrics
 
 
 def report_section(environment: Environment, sections: list[Section], final: bool, **_: Any) -> None:
@@ -238,7 +239,7 @@ def _install_web_ui(environment: Environment, state: State) -> None:
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the master scrapes, once for the whole run
-    state = environment.poolbench_server_metrics = State()  # type: ignore[attr-defined]
+    state = state_of(environment).server_metrics = State()
     if web_ui is not None:
         _install_web_ui(environment, state)
     prefix = getattr(environment.parsed_options, "csv_prefix", None)

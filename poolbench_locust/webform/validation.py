@@ -21,6 +21,7 @@ from poolbench_locust.engine.limits import LIMITS
 from poolbench_locust.hooks import SECRET_PLACEHOLDER
 from poolbench_locust.host_probe import host_error
 from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import configuration_error
 
 logger = logging.getLogger("poolbench_locust")
@@ -43,7 +44,7 @@ def form_error(environment: Environment, form: Any) -> str | None:
     options.host = host  # --count-tokens-with-server asks this host's /tokenize while it plans
     if (error := configuration_error(environment, options)) is not None:
         return error
-    if host and host != getattr(environment, "poolbench_checked_host", None):
+    if host and host != state_of(environment).checked_host:
         return host_error(host)
     return None
 
