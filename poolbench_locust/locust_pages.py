@@ -15,6 +15,7 @@ This module is the one writer of the --html file, and the one place that extends
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,27 @@ def column_key(title: str) -> str:
 
 def web_rows(rows: list[dict[str, Any]], name_column: str) -> list[dict[str, Any]]:
     return [{**{column_key(k): v for k, v in row.items()}, "safe_name": row[name_column]} for row in rows]
+
+
+def web_base(environment: Environment) -> str:
+    """The web UI's --web-base-path without its last slash: the prefix of every route of ours."""
+    return (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+
+
+def add_route(environment: Environment, path: str, view: Callable[[], Response]) -> None:
+    """A route of the web UI under its base path, behind its login when --web-login asks for one."""
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.app.route(web_base(environment) + path)(web_ui.auth_required_if_enabled(view))
+
+
+def csv_download(text: str, name: str) -> Response:
+    """A CSV file the browser saves as NAME_<epoch seconds>.csv, as Locust names its own."""
+    return Response(
+        text,
+        mimetype="text/csv",
+        headers={"Content-Disposition": f"attachment;filename={name}_{int(time.time())}.csv"},
+    )
 
 
 def insert_before_body_end(page: str, html: str) -> str:

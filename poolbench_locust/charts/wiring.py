@@ -12,7 +12,14 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
 from poolbench_locust.charts.pages import live_fragment, report_section, sweep_steps
-from poolbench_locust.locust_pages import CHARTS_SECTION, PageEvents, Section, insert_before_body_end
+from poolbench_locust.locust_pages import (
+    CHARTS_SECTION,
+    PageEvents,
+    Section,
+    add_route,
+    insert_before_body_end,
+    web_base,
+)
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -57,18 +64,17 @@ TAB_SCRIPT = """<script>
 def _install_web_ui(environment: Environment) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+    base = web_base(environment)
 
-    @web_ui.app.route(f"{base}/pooling/history")
-    @web_ui.auth_required_if_enabled
     def pooling_history() -> Response:
         history = history_of(environment)
         return jsonify({"interval": history.interval, "samples": history.samples})
 
-    @web_ui.app.route(f"{base}/pooling/charts")
-    @web_ui.auth_required_if_enabled
     def pooling_charts() -> Response:
         return Response(live_fragment(environment), mimetype="text/html")
+
+    add_route(environment, "/pooling/history", pooling_history)
+    add_route(environment, "/pooling/charts", pooling_charts)
 
     @web_ui.app.after_request
     def extend(response: Response) -> Response:

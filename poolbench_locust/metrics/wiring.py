@@ -18,7 +18,15 @@ from locust.event import Events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
-from poolbench_locust.locust_pages import POOLING_SECTION, POOLING_TAB, PageEvents, Section, Tab
+from poolbench_locust.locust_pages import (
+    POOLING_SECTION,
+    POOLING_TAB,
+    PageEvents,
+    Section,
+    Tab,
+    add_route,
+    csv_download,
+)
 from poolbench_locust.metrics import checks, goodput
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
@@ -84,23 +92,14 @@ def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:
 
 
 def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
-    web_ui = environment.web_ui
-    assert web_ui is not None
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    @web_ui.app.route(f"{base}/pooling/stats")
-    @web_ui.auth_required_if_enabled
     def pooling_json() -> Response:
         return jsonify(rows(stats))
 
-    @web_ui.app.route(f"{base}/pooling/csv")
-    @web_ui.auth_required_if_enabled
     def pooling_csv() -> Response:
-        return Response(
-            csv_text(rows(stats)),
-            mimetype="text/csv",
-            headers={"Content-Disposition": f"attachment;filename=pooling_{int(time.time())}.csv"},
-        )
+        return csv_download(csv_text(rows(stats)), "pooling")
+
+    add_route(environment, "/pooling/stats", pooling_json)
+    add_route(environment, "/pooling/csv", pooling_csv)
 
 
 class _HistoryCsv:

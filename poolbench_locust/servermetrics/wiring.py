@@ -22,17 +22,10 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust import locust_pages
 from poolbench_locust.access import without_credentials
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.locust_pages import (
-    RECONCILIATION_TAB,
-    SERVER_METRICS_SECTION,
-    SERVER_METRICS_TAB,
-    PageEvents,
-    Section,
-    Tab,
-)
 from poolbench_locust.metrics.wiring import csv_text, stats_of
 from poolbench_locust.options import Option, OptionError, positive, register
 from poolbench_locust.run_state import state_of
@@ -190,13 +183,13 @@ def _state(environment: Environment) -> State | None:
     return state_of(environment).server_metrics
 
 
-def report_section(environment: Environment, sections: list[Section], final: bool, **_: Any) -> None:
+def report_section(environment: Environment, sections: list[locust_pages.Section], final: bool, **_: Any) -> None:
     """The section of the web UI's report always; of the --html file once some server was scraped."""
     if (state := _state(environment)) is not None and (state.server_rows() or not final):
-        sections.append(Section(SERVER_METRICS_SECTION, state.html(environment)))
+        sections.append(locust_pages.Section(locust_pages.SERVER_METRICS_SECTION, state.html(environment)))
 
 
-def web_ui_tabs(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+def web_ui_tabs(environment: Environment, tabs: list[locust_pages.Tab], **_: Any) -> None:
     def server_rows() -> list[dict[str, Any]]:
         state = _state(environment)
         return state.server_rows() if state is not None else []
@@ -207,11 +200,19 @@ def web_ui_tabs(environment: Environment, tabs: list[Tab], **_: Any) -> None:
 
     csv_link = ("./server-metrics/csv", "Download server metrics CSV")
     tabs.append(
-        Tab(SERVER_METRICS_TAB, "Server metrics", "server_metrics", report.HEADER, server_rows, "Server", csv_link)
+        locust_pages.Tab(
+            locust_pages.SERVER_METRICS_TAB,
+            "Server metrics",
+            "server_metrics",
+            report.HEADER,
+            server_rows,
+            "Server",
+            csv_link,
+        )
     )
     tabs.append(
-        Tab(
-            RECONCILIATION_TAB,
+        locust_pages.Tab(
+            locust_pages.RECONCILIATION_TAB,
             "Server vs client",
             "server_reconciliation",
             report.RECONCILIATION_HEADER,
@@ -222,18 +223,10 @@ def web_ui_tabs(environment: Environment, tabs: list[Tab], **_: Any) -> None:
 
 
 def _install_web_ui(environment: Environment, state: State) -> None:
-    web_ui = environment.web_ui
-    assert web_ui is not None
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    @web_ui.app.route(f"{base}/server-metrics/csv")
-    @web_ui.auth_required_if_enabled
     def server_metrics_csv() -> Response:
-        return Response(
-            csv_text(state.server_rows(), report.HEADER),
-            mimetype="text/csv",
-            headers={"Content-Disposition": f"attachment;filename=server_metrics_{int(time.time())}.csv"},
-        )
+        return locust_pages.csv_download(csv_text(state.server_rows(), report.HEADER), "server_metrics")
+
+    locust_pages.add_route(environment, "/server-metrics/csv", server_metrics_csv)
 
 
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
@@ -300,7 +293,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             state.history.close()
 
 
-def setup(events: Events, pages: PageEvents) -> None:
+def setup(events: Events, pages: locust_pages.PageEvents) -> None:
     events.init.add_listener(on_init)
     pages.report_sections.add_listener(report_section)
     pages.web_ui_tabs.add_listener(web_ui_tabs)
