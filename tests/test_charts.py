@@ -25,7 +25,7 @@ from poolbench_locust.charts.figures import POOLING_CHARTS
 from poolbench_locust.metrics import wiring as pooling_wiring
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_cli import ROOT, locust
 from tests.test_metrics import free_port
 

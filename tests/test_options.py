@@ -9,7 +9,7 @@ import pytest
 import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError, Settings, Span
-from tests.harness import options
+from tests.support.harness import options
 
 
 def test_api_key_is_sent_as_bearer_and_openai_api_key_only_when_asked(monkeypatch):

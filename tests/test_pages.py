@@ -11,7 +11,7 @@ from locust.event import Events
 
 from poolbench_locust import EmbeddingsUser, locust_pages
 from poolbench_locust.locust_pages import CHARTS_SECTION, POOLING_SECTION, POOLING_TAB, Section, Tab, page_events
-from tests.harness import options
+from tests.support.harness import options
 
 
 def environment(*args: str) -> Environment:

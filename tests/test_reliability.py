@@ -32,7 +32,7 @@ from poolbench_locust import EmbeddingsUser, RerankUser, hooks, start_checks
 from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import OPTIONS
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import assert_pooling_csv_matches, free_port
 

@@ -20,7 +20,7 @@ import poolbench_locust.users as user_classes
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
-from tests.hostile import LISTENING, response, serve_requests
+from tests.support.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
 
@@ -170,7 +170,7 @@ huge_failures = serve_requests(
 def hostile_process() -> Iterator[str]:
     """The server above in a process of its own (Locust's client runs in another): its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.test_results:huge_failures"],
+        [sys.executable, "-m", "tests.support.hostile", "tests.test_results:huge_failures"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -330,7 +330,7 @@ def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(m
 
     from poolbench_locust.metrics import table
     from poolbench_locust.results import document
-    from tests.harness import options
+    from tests.support.harness import options
 
     extra = [
         ("Goodput Requests/s", lambda s, e: 12.5),

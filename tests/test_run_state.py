@@ -9,7 +9,7 @@ from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.run_state import state_of
 from poolbench_locust.workload.arrival import open_loop_of
 from poolbench_locust.workload.warmup import warmup_of
-from tests.harness import Run
+from tests.support.harness import Run
 
 
 def started(run: Run) -> Run:

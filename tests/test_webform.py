@@ -22,7 +22,7 @@ from locust.event import Events
 from poolbench_locust import EmbeddingsUser
 from poolbench_locust.options import Settings, Span
 from poolbench_locust.webform import layout as webform
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_metrics import free_port
 
 BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob("src-*.js"))

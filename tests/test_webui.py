@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.webui import WebUI
+from tests.support.webui import WebUI
 
 USERS = 2
 RUN_S = 3.0
