@@ -11,9 +11,9 @@ import pytest
 from locust.argument_parser import get_parser
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, GROUPS, OptionError, Settings, Span
-from tests.harness import options
+from tests.support.harness import options
 
 
 def test_api_key_is_sent_as_bearer_and_openai_api_key_only_when_asked(monkeypatch):

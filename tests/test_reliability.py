@@ -29,12 +29,12 @@ from locust.event import Events
 from locust.exception import StopUser
 
 from bench import soak
-from poolbench_locust import EmbeddingsUser, RerankUser, hooks
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust import EmbeddingsUser, RerankUser, start_checks
+from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.webform import secrets
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import assert_pooling_csv_matches, free_port
 
@@ -550,11 +550,11 @@ def test_processes_stopping_at_start_leave_no_worker_behind():
 def test_a_host_typed_into_the_web_ui_is_checked_before_users_spawn(mock_server, caplog):
     env = Environment(user_classes=[EmbeddingsUser], parsed_options=options(), host=mock_server.url)
     runner = env.create_local_runner()
-    hooks.on_test_start(env)
+    start_checks.on_test_start(env)
     assert runner.state == "ready" and not caplog.records
     with closed_port() as port:
         env.host = f"http://127.0.0.1:{port}"  # what the form's host field does before the test starts
-        hooks.on_test_start(env)
+        start_checks.on_test_start(env)
         gevent.sleep(0.1)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert errors == [

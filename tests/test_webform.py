@@ -25,7 +25,7 @@ from poolbench_locust import EmbeddingsUser
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, Settings, Span
 from poolbench_locust.webform import layout as webform
 from poolbench_locust.webform import validation
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_metrics import free_port
 from tests.test_reliability import BAD_VALUES
 

@@ -4,8 +4,6 @@ docstring to add one), parsed by options/parsers.py, gathered in `Settings`, put
 
 from __future__ import annotations
 
-from locust import events
-
 from poolbench_locust.options.cli import add_arguments, register
 from poolbench_locust.options.parsers import (
     OptionError,
@@ -45,5 +43,3 @@ __all__ = [
     "whole",
     "without_credentials",
 ]
-
-events.init_command_line_parser.add_listener(add_arguments)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,7 +31,7 @@ class Slo:
     transfer_ms: float | None = None
     """End-to-end minus time to headers minus the open loop's queueing: the body on the wire."""
 
-    def met(self, e2e_ms: float, context: dict[str, Any]) -> bool:
+    def met(self, e2e_ms: float, context: Mapping[str, Any]) -> bool:
         """Whether a successful request's times met every bound (a time it lacks meets none)."""
         if self.e2e_ms is not None and not e2e_ms <= self.e2e_ms:
             return False

@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.options import OptionError
 from poolbench_locust.results import document
 from poolbench_locust.results.series import sample_while_running, series_of
@@ -34,7 +34,6 @@ def path_error(path: str) -> str | None:
     return None
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return  # a worker's figures reach the document through the master
@@ -81,3 +80,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             logger.error("--json-result %s: could not write it: %s", path, e.strerror or e)
             return
         logger.info("JSON result written to %s", path)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

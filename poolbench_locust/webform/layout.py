@@ -20,13 +20,13 @@ import re
 from typing import Any
 
 from flask import Response, request
-from locust import events
 from locust.argument_parser import default_args_dict, get_parser
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 from werkzeug.datastructures import ImmutableMultiDict
 
-from poolbench_locust.charts.pages import insert_before_body_end
+from poolbench_locust.locust_pages import insert_before_body_end
 from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.options import GROUPS as OPTION_GROUPS
 
@@ -171,7 +171,10 @@ def _install(environment: Environment) -> None:
         return response
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
         _install(environment)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

@@ -13,12 +13,14 @@ import logging
 from typing import Any
 
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.hooks import configuration_error, host_error
+from poolbench_locust.host_probe import host_error
 from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
+from poolbench_locust.run_state import state_of
+from poolbench_locust.start_checks import configuration_error
 from poolbench_locust.webform import secrets
 
 logger = logging.getLogger("poolbench_locust")
@@ -38,7 +40,7 @@ def form_options(environment: Environment, form: Any) -> argparse.Namespace:
 
 def form_error(environment: Environment, form: Any) -> str | None:
     """Why the run the form asks for cannot start, or None: every option of the registry parsed and
-    checked together (Settings), then the checks a run makes at start (hooks.configuration_error: the
+    checked together (Settings), then the checks a run makes at start (start_checks.configuration_error: the
     checks' and --slo's, each User class's plan with its access and limits), then the host."""
     options = form_options(environment, form)
     host = str(form.get("host") or environment.host or "")
@@ -49,7 +51,7 @@ def form_error(environment: Environment, form: Any) -> str | None:
         return str(e)
     if (error := configuration_error(environment, options)) is not None:
         return error
-    if host and host != getattr(environment, "poolbench_checked_host", None):
+    if host and host != state_of(environment).checked_host:
         return host_error(host)
     return None
 
@@ -65,8 +67,11 @@ def install(environment: Environment, web_ui: Any) -> None:
         return jsonify({"success": False, "message": error, "host": environment.host})
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
         secrets.install(environment, web_ui)  # first: the form's checks read it with the secrets put back
         install(environment, web_ui)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
