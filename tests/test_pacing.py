@@ -19,8 +19,9 @@ import requests
 
 from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.pacing import Board, Figures, Refused, Watcher, _row, parse
+from poolbench_locust.workload.arrival import OpenLoop
+from tests.support.webui import WebUI
 from tests.test_cli import csv_rows, locust
-from tests.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "1"]
 SLOW_SERVER = ("--ttfb-ms", "50")
@@ -143,7 +144,7 @@ def test_a_process_kept_busy_is_warned_once_with_its_peak_cpu(mock_server_factor
         pytest.skip(f"this machine gives a busy process {given:.0f} % of a core now: none can stay above 90 %")
     mock = mock_server_factory()
     result, prefix, document = run(
-        mock.url, tmp_path, "-u", "1", "-r", "1", "-t", "8s", locustfile="tests/busy_locustfile.py"
+        mock.url, tmp_path, "-u", "1", "-r", "1", "-t", "8s", locustfile="tests/support/busy_locustfile.py"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("The client's CPU stayed above 90 % on local") == 1, result.stderr[-3000:]
@@ -156,7 +157,7 @@ def test_a_process_kept_busy_is_warned_once_with_its_peak_cpu(mock_server_factor
 
 def test_a_cpu_that_stays_above_90_percent_is_warned_once_and_a_spike_never(caplog):
     readings = iter([95.0, 97.0, 40.0, 99.0, 93.0, 91.0, 96.0, 99.0, 20.0])  # a spike, then three in a row
-    watcher = Watcher(sends=False, cpu_percent=lambda: next(readings, 10.0))
+    watcher = Watcher(OpenLoop(), sends=False, cpu_percent=lambda: next(readings, 10.0))
     watcher.reset()  # takes the first reading as its start, as psutil's first call is
     environment = SimpleNamespace(parsed_options=None, runner=None)
     board = Board()

@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import html
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
-from flask import Response, jsonify, request
-from locust import events
+from flask import Response
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from poolbench_locust.locust_pages import (
+    CLIENT_LOAD_SECTION,
+    CLIENT_LOAD_TAB,
+    PageEvents,
+    Section,
+    Tab,
+    add_route,
+    csv_download,
+    html_table,
+)
 from poolbench_locust.metrics.pacing import (
     FINAL_MESSAGE,
     HEADER,
@@ -29,8 +38,9 @@ from poolbench_locust.metrics.pacing import (
     board_of,
     console_lines,
     parse,
+    watcher_of,
 )
-from poolbench_locust.metrics.reporting import _slug, csv_text
+from poolbench_locust.metrics.wiring import csv_text
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -38,56 +48,28 @@ TAB_KEY = "client_load"
 
 
 def html_section(board: Board) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in HEADER)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in HEADER) + "</tr>"
-        for r in board.rows()
-    )
     warnings = "".join(f"<p><b>WARNING</b> {html.escape(w)}</p>" for w in board.as_dict()["warnings"])
     return (
         '<section id="poolbench-client-load" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        f'<h2>Client load</h2>{warnings}<table border="1" cellspacing="0" cellpadding="4">'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
+        f"<h2>Client load</h2>{warnings}{html_table(HEADER, board.rows())}</section>"
     )
 
 
-def _add_to_html(page: str, board: Board) -> str:
-    index = page.rfind("</body>")
-    section = html_section(board)
-    return page + section if index < 0 else page[:index] + section + page[index:]
+def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
+    sections.append(Section(CLIENT_LOAD_SECTION, html_section(board_of(environment))))
+
+
+def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+    board = board_of(environment)
+    csv_link = ("./client-load/csv", "Download client load CSV")
+    tabs.append(Tab(CLIENT_LOAD_TAB, "Client load", TAB_KEY, HEADER, board.rows, "Process", csv_link))
 
 
 def _install_web_ui(environment: Environment, board: Board) -> None:
-    web_ui = environment.web_ui
-    assert web_ui is not None
-    args = web_ui.template_args
-    args.setdefault("extended_tabs", []).append({"title": "Client load", "key": TAB_KEY})
-    args.setdefault("extended_tables", []).append(
-        {"key": TAB_KEY, "structure": [{"key": _slug(c), "title": c} for c in HEADER]}
-    )
-    args.setdefault("extended_csv_files", []).append({"href": "./client-load/csv", "title": "Download client load CSV"})
-
-    @web_ui.app.after_request
-    def extend(response: Response) -> Response:
-        if request.path.endswith("/stats/requests") and response.is_json:
-            data = response.get_json()
-            rows = [{**{_slug(k): v for k, v in row.items()}, "safe_name": row["Process"]} for row in board.rows()]
-            data.setdefault("extended_stats", []).append({"key": TAB_KEY, "data": rows})
-            response.set_data(jsonify(data).get_data())
-        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            response.set_data(_add_to_html(response.get_data(as_text=True), board))
-        return response
-
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    @web_ui.app.route(f"{base}/client-load/csv")
-    @web_ui.auth_required_if_enabled
     def client_load_csv() -> Response:
-        return Response(
-            csv_text(board.rows(), HEADER),
-            mimetype="text/csv",
-            headers={"Content-Disposition": f"attachment;filename=client_load_{int(time.time())}.csv"},
-        )
+        return csv_download(csv_text(board.rows(), HEADER), "client_load")
+
+    add_route(environment, "/client-load/csv", client_load_csv)
 
 
 def _process_name(environment: Environment) -> str:
@@ -112,11 +94,10 @@ def _watch(environment: Environment, watcher: Watcher, publish: Callable[[Figure
             logger.exception("pacing watcher")
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if runner is None:
         return
-    watcher = Watcher(sends=not isinstance(runner, MasterRunner))
+    watcher = watcher_of(environment, sends=not isinstance(runner, MasterRunner))
     board = board_of(environment)
     events_ = environment.events
     events_.test_start.add_listener(lambda **_: (watcher.reset(), board.clear()))
@@ -163,20 +144,13 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 def _outputs(environment: Environment, board: Board, web_ui: Any) -> None:
     if web_ui is not None:
         _install_web_ui(environment, board)
-    options = environment.parsed_options
-    prefix = getattr(options, "csv_prefix", None)
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
 
     @environment.events.quitting.add_listener
     def files(**_: Any) -> None:
         if prefix:
             with open(f"{prefix}_client_load.csv", "w", newline="") as f:
                 f.write(csv_text(board.rows(), HEADER))
-        html_file = getattr(options, "html_file", None)
-        if html_file:
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(_add_to_html(page, board))
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
@@ -186,3 +160,10 @@ def _outputs(environment: Environment, board: Board, web_ui: Any) -> None:
             console.info("")
         for warning in board.summary_warnings():
             logger.warning("%s", warning)
+
+
+def setup(events: Events, pages: PageEvents) -> None:
+    """After the pooling stats' setup: its console summary follows the pooling table."""
+    events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_section)
+    pages.web_ui_tabs.add_listener(web_ui_tab)

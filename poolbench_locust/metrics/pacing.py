@@ -28,9 +28,9 @@ from typing import Any
 import psutil
 from locust.env import Environment
 
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key
-from poolbench_locust.workload.arrival import OPEN_LOOP
+from poolbench_locust.run_state import state_of
+from poolbench_locust.workload.arrival import OpenLoop, open_loop_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -194,7 +194,9 @@ def parse(data: Any) -> Figures:
 class Watcher:
     """One process watching itself: its schedule's tally, the lateness of what it sent, its CPU."""
 
-    def __init__(self, sends: bool = True, cpu_percent: Callable[[], float] | None = None) -> None:
+    def __init__(self, open_loop: OpenLoop, sends: bool = True, cpu_percent: Callable[[], float] | None = None) -> None:
+        self.open_loop = open_loop
+        """This process's schedule (its run state's): its tally is what the watcher reads."""
         self.sends = sends
         """False on a master: it runs no schedule, only its CPU is watched."""
         process = psutil.Process()
@@ -207,7 +209,7 @@ class Watcher:
         self._started = time.monotonic()
         self._stopped: float | None = None
         self._counting_cpu = False
-        OPEN_LOOP.tally.on_sent = self._on_sent
+        open_loop.tally.on_sent = self._on_sent
 
     def _on_sent(self, lateness_ms: float) -> None:
         figures = self.figures
@@ -218,7 +220,7 @@ class Watcher:
     def reset(self) -> None:
         """A new measured window: the run's start, or the end of its warm-up."""
         self.figures = Figures()
-        OPEN_LOOP.tally.clear()
+        self.open_loop.tally.clear()
         self._window.clear()
         self._behind_ticks = self._busy_ticks = 0
         self._started = time.monotonic()
@@ -228,7 +230,7 @@ class Watcher:
 
     def stop(self) -> None:
         """The users are stopping: what falls due from here has nobody to send it."""
-        OPEN_LOOP.tally.counting = False
+        self.open_loop.tally.counting = False
         self._stopped = time.monotonic()
         self._counting_cpu = False
 
@@ -239,14 +241,14 @@ class Watcher:
         if not self.sends:
             return figures
         rate = getattr(environment.parsed_options, "request_rate", None) if environment.parsed_options else None
-        if OPEN_LOOP.rate_override is not None or rate or OPEN_LOOP.tally.scheduled > 0:
+        if self.open_loop.rate_override is not None or rate or self.open_loop.tally.scheduled > 0:
             runner = environment.runner
             # Read while the users run: a process's share is its users over the run's, and at the
             # stop it has none left (its share then reads as the whole).
             if figures.target_rate is None or (runner is not None and runner.user_count > 0 and self._stopped is None):
-                figures.target_rate = OPEN_LOOP.current_rate(environment, float(rate) if rate else None)
-        figures.scheduled = OPEN_LOOP.tally.scheduled
-        figures.sent = OPEN_LOOP.tally.sent
+                figures.target_rate = self.open_loop.current_rate(environment, float(rate) if rate else None)
+        figures.scheduled = self.open_loop.tally.scheduled
+        figures.sent = self.open_loop.tally.sent
         return figures
 
     def tick(self, environment: Environment) -> list[str]:
@@ -275,7 +277,7 @@ class Watcher:
             figures.behind = True
             # Arrivals queued while a user waited for one: the process did not get round to handing them
             # over. Arrivals queued while every user was busy: no slot was free.
-            cpu_bound = cpu > CPU_BUSY_PERCENT or OPEN_LOOP.tally.idle_users > 0
+            cpu_bound = cpu > CPU_BUSY_PERCENT or self.open_loop.tally.idle_users > 0
             figures.cause = "cpu" if cpu_bound else "slots"
             figures.behind_sent_rate = sent / seconds
             figures.behind_scheduled_rate = scheduled / seconds
@@ -446,7 +448,19 @@ def _process_order(name: str) -> tuple[int, int, str]:
 
 
 def board_of(environment: Environment) -> Board:
-    return attached(environment, "poolbench_pacing", Board)
+    """The run's client-load board (made on first use, one per environment)."""
+    state = state_of(environment)
+    if state.client_load is None:
+        state.client_load = Board()
+    return state.client_load
+
+
+def watcher_of(environment: Environment, sends: bool = True) -> Watcher:
+    """The run's watcher of this process (made on first use, on this environment's schedule)."""
+    state = state_of(environment)
+    if state.pacing is None:
+        state.pacing = Watcher(open_loop_of(environment), sends=sends)
+    return state.pacing
 
 
 def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]:

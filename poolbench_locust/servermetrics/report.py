@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from poolbench_locust.locust_pages import html_table
 from poolbench_locust.servermetrics.deltas import ServerView
 
 PERCENTILES = (0.50, 0.90, 0.99)
@@ -199,17 +200,6 @@ def _server_mean(views: Sequence[ServerView]) -> tuple[str, float] | None:
     return None
 
 
-def _html_table(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in header) + "</tr>"
-        for r in table
-    )
-    return (
-        f'<table border="1" cellspacing="0" cellpadding="4"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-    )
-
-
 CHART_W, CHART_H = 600, 120
 SERIES_COLORS = (("running", "#1f77b4"), ("waiting", "#d62728"))
 
@@ -239,17 +229,12 @@ def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]]
     return (
         '<section id="poolbench-server-metrics" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
         "<h2>Server metrics (the server's own /metrics; times in ms)</h2>"
-        + _html_table(HEADER, servers)
+        + html_table(HEADER, servers)
         + "<h3>Server against client</h3>"
-        + _html_table(RECONCILIATION_HEADER, checks)
+        + html_table(RECONCILIATION_HEADER, checks)
         + charts
         + "</section>"
     )
-
-
-def add_to_html(page: str, section: str) -> str:
-    index = page.rfind("</body>")
-    return page + section if index < 0 else page[:index] + section + page[index:]
 
 
 CONSOLE_COLUMNS = (

@@ -6,7 +6,7 @@ whole behaviour as one function of a raw socket, so it can do what no well-behav
 
 In-process, `HostileServer(handler)` serves on 127.0.0.1 with gevent (the tests run under
 Locust's gevent patching, so a thread or an asyncio loop would block the hub). For tests whose
-client is another process, `python -m tests.hostile MODULE:HANDLER` serves the same handler in a
+client is another process, `python -m tests.support.hostile MODULE:HANDLER` serves the same handler in a
 process of its own and prints `hostile listening on http://127.0.0.1:PORT`.
 """
 
