@@ -1,0 +1,54 @@
+"""The documentation site: every option of the plugin is on the options page, which is made from the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from locust.argument_parser import get_empty_argument_parser, get_parser, setup_parser_arguments
+
+import poolbench_locust  # noqa: F401  (its options join Locust's parser)
+from docsgen import options_page
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def plugin_actions() -> list:
+    """The plugin's options as Locust's parser holds them: whatever declared them, and however."""
+    locust_alone = get_empty_argument_parser()
+    setup_parser_arguments(locust_alone)  # Locust's own options, without the listeners that add ours
+    locust_own = {a.dest for a in locust_alone._actions}
+    return [a for a in get_parser()._actions if a.dest not in locust_own]
+
+
+def test_every_option_of_the_parser_is_on_the_options_page() -> None:
+    page = options_page.render((ROOT / "docs" / "options.md").read_text(encoding="utf-8"))
+    actions = plugin_actions()
+    assert len(actions) >= 30, [a.dest for a in actions]
+    for action in actions:
+        flag = next(s for s in action.option_strings if s.startswith("--"))
+        row = next((line for line in page.splitlines() if line.startswith(f"| `{flag}` |")), None)
+        assert row is not None, f"{flag} is not on the options page: declare it where the page reads options"
+        assert action.help and action.help in row.replace("\\|", "|"), f"{flag}: its help text is not on the page"
+        assert f"`LOCUST_{action.dest.upper()}`" in row, f"{flag}: its environment variable is not on the page"
+
+
+def test_an_option_the_declarations_lack_fails_the_check() -> None:
+    """The check above can fail: an option declared in a room the page does not read is missing from it."""
+    page = options_page.tables(options_page.all_options())
+    assert "| `--no-such-option` |" not in page
+    names = {o.flag for o in options_page.all_options()}
+    assert {"--model", "--slo", "--server-metrics", "--json-result", "--no-preflight", "--tls-verify"} <= names
+
+
+def test_the_options_page_keeps_its_marker() -> None:
+    text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    assert options_page.MARKER in text
+    rendered = options_page.render(text)
+    assert options_page.MARKER not in rendered
+    assert "| `--batch-size` | `LOCUST_BATCH_SIZE` | `1` | Inputs per request |" in rendered
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f": {page.name}" in nav, f"docs/{page.name} is not in mkdocs.yml's nav"
