@@ -12,6 +12,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
 from poolbench_locust.charts.pages import add_to_report, insert_before_body_end, live_fragment, sweep_steps
+from poolbench_locust.metrics.columns import chooser_script
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -74,7 +75,7 @@ def _install_web_ui(environment: Environment) -> None:
         if response.mimetype != "text/html" or response.direct_passthrough:
             return response
         if request.path == f"{base}/":
-            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT))
+            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT + chooser_script()))
         elif request.path.endswith("/stats/report"):
             response.set_data(add_to_report(response.get_data(as_text=True), environment))
         return response
