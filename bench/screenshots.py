@@ -11,6 +11,7 @@ and Chromium driven over its DevTools protocol by tests/browser.py's client.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import sys
@@ -89,10 +90,23 @@ def web_ui_shots(mock: Mock, browser: Browser) -> None:
             browser.until("document.querySelector('#poolbench-charts') !== null")
             time.sleep(1)
             browser.shot(saved(RESULTS / f"report-{width}.png"), full=True)
+            tables_shot(browser, saved(RESULTS / f"report-tables-{width}.png"))
             if width == WIDTHS[0]:
                 browser.shot(saved(RESULTS / "report-charts.png"), "#poolbench-charts")
     finally:
         stop(locust)
+
+
+def tables_shot(browser: Browser, path: Path) -> None:
+    """The report from the Server metrics section to the end of the Pooling table, the page's full width."""
+    top, bottom, width = browser.js(
+        "[document.querySelector('#poolbench-server-metrics').getBoundingClientRect().top + scrollY,"
+        " document.querySelector('#poolbench-pooling').getBoundingClientRect().bottom + scrollY,"
+        " document.documentElement.clientWidth]"
+    )
+    clip = {"x": 0, "y": top - 8, "width": width, "height": bottom - top + 16, "scale": 1}
+    data = browser.call("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)["data"]
+    path.write_bytes(base64.b64decode(data))
 
 
 def knee_shot(mock: Mock, browser: Browser) -> None:

@@ -140,7 +140,9 @@ def line_chart(
             f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#888">no data yet</text></svg>'
         )
         return "".join(parts)
-    y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
+    noted = any(s.notes and any(s.notes) for s in clean)
+    # room above the highest point for its note
+    y_ticks = nice_ticks(min(0.0, min(ys)), max(ys) * (1.1 if noted and max(ys) > 0 else 1.0))
     # The x axis ends where the data ends (a run in progress fills it); the y axis at a round tick.
     x_lo = min(0.0, min(xs)) if x_from_zero else min(xs)
     x_hi = max(xs) if max(xs) > x_lo else x_lo + 1.0
@@ -195,9 +197,16 @@ def line_chart(
                     f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
                     f"<title>{escape(tip)}</title></circle>"
                 )
-                if note:
+                if note:  # beside the frame, the note leans inwards
+                    anchor = (
+                        "start"
+                        if px(x) < MARGIN_LEFT + 20
+                        else "end"
+                        if px(x) > width - MARGIN_RIGHT - 20
+                        else "middle"
+                    )
                     parts.append(
-                        f'<text x="{px(x):.1f}" y="{py(y) - 6:.1f}" text-anchor="middle" font-size="10" '
+                        f'<text x="{px(x):.1f}" y="{py(y) - 6:.1f}" text-anchor="{anchor}" font-size="10" '
                         f'fill="{colour}">{escape(note)}</text>'
                     )
         label = escape(s.label)

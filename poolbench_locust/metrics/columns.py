@@ -23,7 +23,6 @@ DEFAULT_COLUMNS: tuple[str, ...] = (
     "Token Source",
     "TTFB 50%",
     "E2E 50%",
-    "E2E 95%",
     "E2E 99%",
     "Transfer 50%",
 )
@@ -49,7 +48,8 @@ _SCRIPT = """<script>
     const hide = hidden.map((i) => `table.poolbench-pooling tr > :nth-child(${i})`).join(",");
     return (hide ? hide + "{display:none}" : "") +
       ".poolbench-pooling-box{max-width:100%;overflow-x:auto}" +
-      "table.poolbench-pooling th,table.poolbench-pooling td{white-space:nowrap}";
+      "table.poolbench-pooling th,table.poolbench-pooling td{white-space:nowrap;padding:12px 10px}" +
+      "table.poolbench-pooling th{white-space:normal;vertical-align:bottom}";
   }
   function save() {
     localStorage.setItem(STORE, JSON.stringify(ALL.filter((c) => chosen.has(c))));
