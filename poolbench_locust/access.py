@@ -20,29 +20,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent.ssl
-from locust import events
 
-from poolbench_locust.options import Option, OptionError, register
+from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
 
 ENV_KEY = "OPENAI_API_KEY"
-
-OPTIONS = (
-    Option(
-        "--ca-bundle", str, None, "PEM file of the CAs to verify the server's certificate with (implies --tls-verify)."
-    ),
-)
-FLAGS = (
-    ("--api-key-from-env", f"Send ${ENV_KEY} as the API key when --api-key is not given."),
-    ("--api-key-over-http", "Allow sending the API key over plain http:// to a host that is not loopback."),
-    ("--tls-verify", "Verify the server's TLS certificate and name (default: not verified, as Locust's FastHttpUser)."),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust access", OPTIONS, FLAGS)
 
 
 def is_loopback(hostname: str) -> bool:

@@ -17,15 +17,12 @@ from locust.runners import MasterRunner, WorkerRunner
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.user import EndpointUser, plan_for
 from poolbench_locust.metrics import checks
-from poolbench_locust.options import OPTIONS, OptionError
+from poolbench_locust.options import OptionError, without_credentials
 
 logger = logging.getLogger("poolbench_locust")
 
 HOST_CHECK_TIMEOUT_S = 5.0
 """Bound of the name lookup and of the TCP connect that check --host at start."""
-SECRET_DESTS = frozenset(opt.dest for opt in OPTIONS if opt.secret)
-SECRET_PLACEHOLDER = "(unchanged)"
-"""What the web UI's form shows in a secret field that has a value; sent back, it keeps that value."""
 WORKERS_CONNECT_S = 3.0
 """How long a --processes master that stops at start waits for its workers, to tell them to quit."""
 EMBEDDED_MOCK_TTFB_MS = 20.0
@@ -58,14 +55,6 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
     return None
 
 
-def _without_credentials(url: str) -> str:
-    """The URL as it may be shown: user:password@ in --host is a secret like --api-key."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
-
-
 def host_error(host: str) -> str | None:
     """Why nothing can be sent to `host`, or None.
 
@@ -73,7 +62,7 @@ def host_error(host: str) -> str | None:
     becoming thousands of failed requests. A TCP connect is enough: it proves a name that
     resolves and a port that listens, without sending the server a request it would count.
     """
-    shown = _without_credentials(host)
+    shown = without_credentials(host)
     parts = urlsplit(host)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"--host {shown}: not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000)"
@@ -153,43 +142,10 @@ def _quit_workers(environment: Environment, runner: MasterRunner) -> None:
     runner.quit()
 
 
-def _keep_secrets_out_of_the_page(environment: Environment, web_ui: Any) -> None:
-    """Locust puts the value of every web-UI option in its page, as the form's default, secret ones
-    too (locust.argument_parser.ui_extra_args_dict: only the input box is masked). The page gets a
-    placeholder instead; a form sent back with it keeps the value the run started with."""
-    options = environment.parsed_options
-    environment.poolbench_secrets = {  # type: ignore[attr-defined]
-        dest: value for dest in SECRET_DESTS if (value := getattr(options, dest, None))
-    }
-    update = web_ui.update_template_args
-
-    def update_without_secrets() -> None:
-        update()
-        for dest, option in (web_ui.template_args.get("extra_options") or {}).items():
-            if dest in SECRET_DESTS and option.get("default_value"):
-                option["default_value"] = SECRET_PLACEHOLDER
-
-    web_ui.update_template_args = update_without_secrets
-    update_without_secrets()  # the page args Locust already built hold the values too
-
-
-def _restore_secrets(environment: Environment) -> None:
-    """The web UI's form sent its fields into parsed_options: a placeholder means "unchanged"."""
-    secrets: dict[str, str] = getattr(environment, "poolbench_secrets", {})
-    for dest in SECRET_DESTS:
-        value = getattr(environment.parsed_options, dest, None)
-        if value == SECRET_PLACEHOLDER and dest in secrets:
-            setattr(environment.parsed_options, dest, secrets[dest])
-        elif value:
-            secrets[dest] = value  # a new value typed into the form is the one to keep from now on
-
-
 @events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # a worker takes its options and host from the master
-    if web_ui is not None:
-        _keep_secrets_out_of_the_page(environment, web_ui)
     # A web UI's run starts when its form is sent, maybe with another host, and the target may come
     # up only by then (a pod started beside its server): its host is checked at test_start.
     waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
@@ -210,7 +166,6 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     # before users spawn (a host already checked is not probed again).
     if isinstance(environment.runner, WorkerRunner):
         return
-    _restore_secrets(environment)
     if (error := _start_error(environment)) is not None and environment.runner is not None:
         logger.error("%s", error)
         gevent.spawn(environment.runner.stop)

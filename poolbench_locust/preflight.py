@@ -24,18 +24,12 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.hooks import _endpoint_users, _quit_workers
-from poolbench_locust.options import OptionError, register
+from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
 
-FLAGS = (("--no-preflight", "Do not send one request per User class before the test (a 4xx stops the run)."),)
 MESSAGE_LIMIT = 500
 """Characters of the server's message shown: enough for any error text, bounded for a hostile one."""
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust preflight", (), FLAGS)
 
 
 def _one_request(user_class: type[EndpointUser], environment: Environment) -> tuple[str, int, str | None] | None:

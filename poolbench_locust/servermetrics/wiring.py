@@ -1,4 +1,4 @@
-"""--server-metrics: its options, and the scraper's place in a Locust run and in every report.
+"""--server-metrics: the scraper's place in a Locust run and in every report (its options: options/registry.py).
 
 On the master (or the one local process) only: workers never scrape. The scraper starts with the
 test, takes a new base when the stats are reset (the end of --warmup, or the web UI's Reset stats),
@@ -7,13 +7,11 @@ and scrapes once more when the test stops, after the users have finished their r
 
 from __future__ import annotations
 
-import argparse
 import csv
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import gevent
 from flask import Response, jsonify, request
@@ -22,9 +20,8 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, plan_for
-from poolbench_locust.hooks import _without_credentials
 from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
-from poolbench_locust.options import Option, OptionError, positive, register
+from poolbench_locust.options import OptionError, parsed, without_credentials
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -37,44 +34,6 @@ TABS = (
     ("Server vs client", "server_reconciliation", report.RECONCILIATION_HEADER),
 )
 HISTORY_HEADER = ["Timestamp", "Server", "Kind", "Requests", "Prompt Tokens", "Latency Mean", "Running", "Waiting"]
-
-
-def _targets(text: str) -> str:
-    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
-    if text in ("auto", "off"):
-        return text
-    for url in (u.strip() for u in text.split(",")):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise argparse.ArgumentTypeError(
-                f"must be auto, off, or http(s):// URLs separated by commas, got {_without_credentials(url)!r}"
-            )
-    return text
-
-
-OPTIONS = (
-    Option(
-        "--server-metrics",
-        _targets,
-        "auto",
-        "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
-        "off, or URLs separated by commas.",
-    ),
-    Option("--server-metrics-interval", positive, 5.0, "Seconds between two scrapes of the server's metrics."),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust server metrics", OPTIONS)
-
-
-def _option(environment: Environment, opt: Option) -> Any:
-    raw = getattr(environment.parsed_options, opt.dest, opt.default)
-    try:
-        return opt.parse(str(raw)) if raw not in (None, "") and opt.parse is not None else opt.default
-    except argparse.ArgumentTypeError as e:
-        raise OptionError(opt.flag, str(e)) from None
 
 
 def _routes(environment: Environment) -> frozenset[str]:
@@ -141,8 +100,8 @@ def _start(environment: Environment, state: State) -> None:
     state.scraper = None
     state.views = []
     try:
-        mode = _option(environment, OPTIONS[0])
-        interval = _option(environment, OPTIONS[1])
+        mode = parsed(environment.parsed_options, "--server-metrics")
+        interval = parsed(environment.parsed_options, "--server-metrics-interval")
     except OptionError as e:  # typed into the web UI's form: stop this run with the one line
         logger.error("%s", e)
         if environment.runner is not None:
@@ -150,7 +109,7 @@ def _start(environment: Environment, state: State) -> None:
         return
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
-    state.views = [ServerView(url, _without_credentials(url)) for url in urls]
+    state.views = [ServerView(url, without_credentials(url)) for url in urls]
     runner = environment.runner
     state.scraper = Scraper(
         state.views,
