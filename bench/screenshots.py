@@ -133,6 +133,18 @@ def knee_shot(mock: Mock, browser: Browser) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def compare_shot(browser: Browser) -> None:
+    """poolbench-compare's page of bench/results/compare/ (float, bytes, float again), its verdict on top."""
+    out = RESULTS / "compare"
+    runs = [str((out / f"{name}.json").relative_to(ROOT)) for name in ("float", "bytes", "float-again")]
+    page = out / "float-vs-bytes.html"
+    compare = [str(Path(PYTHON).with_name("poolbench-compare")), *runs, "--html", str(page), "--max-regression", "5%"]
+    subprocess.run(compare, cwd=ROOT, stdout=subprocess.DEVNULL, timeout=60, check=False)  # exit 1: a regression
+    browser.resize(1400, 900)
+    browser.goto(page.as_uri())
+    browser.shot(saved(out / "float-vs-bytes.png"), full=True)
+
+
 def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     mock = Mock("--ttfb-ms", "20", "--body-ms", "30")
@@ -141,6 +153,7 @@ def main() -> None:
         browser = Browser(width=1400)
         web_ui_shots(mock, browser)
         knee_shot(mock, browser)
+        compare_shot(browser)
     finally:
         if browser is not None:
             browser.close()

@@ -143,22 +143,22 @@ def test_the_column_chooser_hides_and_shows_columns(finished_run: WebUI, browser
     browser.until("document.querySelector('#poolbench-columns-button') !== null")
     browser.until("document.querySelectorAll('table tbody tr').length >= 2")
     header = pooling_tab_table(browser)["header"]
-    assert "E2E 99%" in header and "Bytes" not in header and len(header) <= 14, header
+    assert "E2E 95%" in header and "Bytes" not in header and len(header) <= 12, header
     fits = "document.querySelector('.poolbench-pooling-box').getBoundingClientRect().right <= innerWidth"
     assert browser.js(fits)
 
     browser.js("document.querySelector('#poolbench-columns-button').click()")
     browser.until("!document.querySelector('#poolbench-columns-menu').hidden")
     browser.js("document.querySelector('#poolbench-columns-menu input[data-column=\"Bytes\"]').click()")
-    browser.js("document.querySelector('#poolbench-columns-menu input[data-column=\"E2E 99%\"]').click()")
+    browser.js("document.querySelector('#poolbench-columns-menu input[data-column=\"E2E 95%\"]').click()")
     header = pooling_tab_table(browser)["header"]
-    assert "Bytes" in header and "E2E 99%" not in header, header
+    assert "Bytes" in header and "E2E 95%" not in header, header
 
     browser.goto(finished_run.base + "/?tab=pooling")  # the choice is kept
     browser.until("document.querySelectorAll('table tbody tr').length >= 2")
     browser.until("document.querySelector('#poolbench-columns') !== null")
     header = pooling_tab_table(browser)["header"]
-    assert "Bytes" in header and "E2E 99%" not in header, header
+    assert "Bytes" in header and "E2E 95%" not in header, header
     browser.js("localStorage.removeItem('poolbench-pooling-columns')")
 
 

@@ -61,6 +61,13 @@ def _verdict_of(c: Change, figure: Figure) -> str:
     """worse, better, or '' (no change beyond noise)."""
     if not c.significant:
         return ""
+    return _direction(c, figure)
+
+
+def _direction(c: Change, figure: Figure) -> str:
+    """What the change did to the figure, beyond noise or not: worse, better, or '' (none)."""
+    if not c.delta:
+        return ""
     return "worse" if c.worse_by(figure) > 0 else "better"
 
 
@@ -76,9 +83,10 @@ def _table(section: Section, runs: Sequence[Run]) -> str:
             c = changes[figure.title]
             verdict = _verdict_of(c, figure)
             value, delta, rel, sign = shown[2 + 4 * i : 6 + 4 * i]
-            colour = {"worse": WORSE, "better": BETTER}.get(verdict, SAME)
+            # the direction's colour on every change; beyond noise, a background too
+            colour = {"worse": WORSE, "better": BETTER}.get(_direction(c, figure), SAME)
             back = {"worse": WORSE_BACK, "better": BETTER_BACK}.get(verdict)
-            style = f"color:{colour}" + (f";background:{back};font-weight:500" if back else "")
+            style = f"color:{colour}" + (f";background:{back};font-weight:500" if back else ";opacity:.75")
             tds.append(f"<td>{html.escape(value)}</td>")
             tds += [f'<td style="{style}">{html.escape(t)}</td>' for t in (delta, rel)]
             tds.append(f'<td style="{style}">{html.escape(" ".join(filter(None, (sign, verdict))))}</td>')
@@ -152,8 +160,9 @@ def html_page(found: Sequence[Section], runs: Sequence[Run], limit: float | None
         f"{verdict(found, runs, limit)}<ul>{listing}</ul>"
         f'<h3>The runs over time</h3><div class="charts">{charts}</div>{tables}'
         "<p>Changes in red made a figure worse, in green better (a throughput down and a time up are both "
-        "worse); * beyond run-to-run noise: the change exceeds 3 standard errors of the difference (bootstrap "
-        "over each run's seconds) and the histogram's resolution; ? the run is too short to estimate "
-        "its noise; changes in grey are within the noise. Curves: the Aggregated row, per chunk of seconds.</p>"
+        "worse); on a shaded cell and marked * the change is beyond run-to-run noise: it exceeds 3 standard "
+        "errors of the difference (bootstrap over each run's seconds) and the histogram's resolution; "
+        "unshaded, it is within the noise; ? the run is too short to estimate its noise. Curves: the "
+        "Aggregated row, per chunk of seconds.</p>"
         "</div></body></html>"
     )
