@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from locust.argument_parser import get_empty_argument_parser, get_parser, setup_parser_arguments
@@ -52,3 +53,38 @@ def test_every_page_is_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f": {page.name}" in nav, f"docs/{page.name} is not in mkdocs.yml's nav"
+
+
+def _failure_texts() -> list[tuple[str, str]]:
+    """The fixed words of each failure message the engine and the endpoints write: the text of a
+    `BadResponse(...)`/`AnswerError(...)`/`HeadersTooLarge(...)` or of a string a function returns
+    in engine/ (an f-string's words up to its first value)."""
+    found = []
+    paths = sorted(
+        [*(ROOT / "poolbench_locust" / "engine").glob("*.py"), *(ROOT / "poolbench_locust" / "endpoints").glob("*.py")]
+    )
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+                "BadResponse",
+                "AnswerError",
+                "HeadersTooLarge",
+            ):
+                text = node.args[0] if node.args else None
+            elif isinstance(node, ast.Return) and path.parent.name == "engine":
+                text = node.value
+            else:
+                continue
+            if isinstance(text, ast.JoinedStr) and text.values:
+                text = text.values[0]
+            if isinstance(text, ast.Constant) and isinstance(text.value, str) and len(text.value) >= 10:
+                found.append((f"{path.name}:{node.lineno}", text.value))
+    return found
+
+
+def test_every_failure_message_of_the_engine_is_in_troubleshooting() -> None:
+    page = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    texts = _failure_texts()
+    assert len(texts) >= 40, texts  # the walk finds the messages at all
+    missing = [f"{where}: {text!r}" for where, text in texts if text not in page]
+    assert not missing, "say what these mean and what to do in docs/troubleshooting.md:\n" + "\n".join(missing)
