@@ -14,8 +14,9 @@ STYLE = """<style>
 .poolbench-section{font-family:Roboto,Helvetica,Arial,sans-serif;margin:24px;color:rgba(0,0,0,.87)}
 .poolbench-section h2{font-weight:400;font-size:2.125rem;line-height:1.235;margin:32px 0 16px}
 .poolbench-section h3{font-weight:400;font-size:1.5rem;line-height:1.334;margin:24px 0 12px}
-.poolbench-box{max-width:100%;overflow-x:auto;border-radius:4px;background:#fff;
+.poolbench-box{width:fit-content;max-width:100%;overflow-x:auto;border-radius:4px;background:#fff;
 box-shadow:0 2px 1px -1px rgba(0,0,0,.2),0 1px 1px 0 rgba(0,0,0,.14),0 1px 3px 0 rgba(0,0,0,.12)}
+.poolbench-section>svg{display:block;margin-top:16px}
 .poolbench-table{border-collapse:collapse;font-size:.875rem;line-height:1.43}
 .poolbench-table th,.poolbench-table td{padding:12px 14px;text-align:left;
 border-bottom:1px solid rgba(224,224,224,1);background:#fff}

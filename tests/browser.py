@@ -26,8 +26,8 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--hide-scrollbars",
 )
+"""Scrollbars stay: a screenshot shows where a table scrolls inside its box."""
 
 
 def chromium() -> str | None:
