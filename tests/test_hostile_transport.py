@@ -29,7 +29,7 @@ from poolbench_locust.metrics import report
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError
 from tests.harness import Run, failure_text, options
-from tests.hostile import LISTENING, HostileServer, read_request, response, serve_requests
+from tests.hostile import LISTENING, HostileServer, Write, read_request, response, serve_in_writes, serve_requests
 from tests.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,6 +327,53 @@ def test_interim_responses_are_skipped(interim):
         for _ in range(3):
             assert run.one()["exception"] is None
         assert server.connections == 1, "the connection stays in use"
+
+
+INTERIMS = {
+    "100": b"HTTP/1.1 100 Continue\r\n\r\n",
+    "103": b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+}
+PAUSE_S = 0.02
+FINAL_HEAD = response(200, b"", content_length=len(VALID_EMBEDDING))
+
+
+def _split_everywhere(answer: bytes) -> list[list[Write]]:
+    """The answer in two writes at every split point, then a byte at a time (twice)."""
+    splits: list[list[Write]] = [[answer[:i], 0.002, answer[i:]] for i in range(1, len(answer))]
+    one_by_one: list[Write] = [piece for i in range(len(answer)) for piece in (answer[i : i + 1], 0.001)]
+    return [*splits, one_by_one, one_by_one]
+
+
+@pytest.mark.parametrize("interim", INTERIMS.values(), ids=INTERIMS.keys())
+def test_interim_responses_are_skipped_however_the_bytes_are_split(interim):
+    plans = _split_everywhere(interim + FINAL_HEAD + VALID_EMBEDDING)
+    connections: list[int] = []
+    with HostileServer(serve_in_writes(lambda n: plans[n], connections)) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        failed = [(n, failure_text(run.one())) for n in range(len(plans))]
+    assert [f for f in failed if f[1]] == [], f"{sum(1 for f in failed if f[1])} of {len(plans)} failed"
+    assert connections == [0] * len(plans), "every request came on the connection of the one before"
+
+
+@pytest.mark.parametrize(
+    ("writes", "headers_after_ms", "ends_after_ms"),
+    [
+        (lambda interim: [interim, PAUSE_S, FINAL_HEAD, PAUSE_S, VALID_EMBEDDING], 20, 40),
+        (lambda interim: [interim + FINAL_HEAD, PAUSE_S, VALID_EMBEDDING], 0, 20),
+    ],
+    ids=["interim, headers, body 20 ms apart", "interim and headers, body 20 ms later"],
+)
+@pytest.mark.parametrize("interim", INTERIMS.values(), ids=INTERIMS.keys())
+def test_a_request_with_an_interim_response_is_timed_from_the_request(interim, writes, headers_after_ms, ends_after_ms):
+    connections: list[int] = []
+    with HostileServer(serve_in_writes(lambda _: writes(interim), connections)) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        events = [run.one() for _ in range(3)]
+    assert [failure_text(e) for e in events] == ["", "", ""]
+    for event in events:
+        assert event["context"]["ttfb_ms"] >= headers_after_ms, "the final response's headers, not the interim's"
+        assert ends_after_ms <= event["response_time"] < ends_after_ms + 1000 * SLACK_S
+    assert connections == [0, 0, 0], "the connection is kept"
 
 
 PROTOCOL_ERROR = (

@@ -1,12 +1,15 @@
 """The engine's HTTP/1.1 connection: geventhttpclient's request builder, parser and connection pool,
 with the bounds and the one resend that a hostile or merely ordinary server needs.
 
-geventhttpclient trusts the server in three ways this module takes back:
+geventhttpclient trusts the server in four ways this module takes back:
 
 - its parser keeps whatever header a server sends, and its reads only give the request's deadline
   a chance to fire when a recv blocks: a header (or body) streamed as fast as the client reads it
   never ended. `BoundedResponse` counts the head against --max-header-kb and checks the deadline on
   every block received, blocking or not.
+- its response gives its socket back when an interim 1xx (100 Continue, 103 Early Hints) ends, so a
+  final response whose body came in a later read had an empty body. `BoundedResponse` keeps the
+  socket until the final response ends.
 - its parser takes bytes after a complete final response as the next response to the same request
   (a 204 and then a 200 became the 200), and a socket whose response ended is back in the pool
   before anyone knows whether more came. `BoundedResponse` refuses a second response, and the
@@ -34,6 +37,7 @@ from geventhttpclient.response import (
     HEADER_STATE_FIELD,
     HTTPConnectionClosed,
     HTTPParseError,
+    HTTPResponse,
     HTTPSocketPoolResponse,
 )
 from geventhttpclient.url import URL
@@ -168,6 +172,16 @@ class BoundedResponse(HTTPSocketPoolResponse):
     def _on_headers_complete(self) -> int | bool | None:
         self._final_seen = self.get_code() >= 200  # an interim 1xx is followed by the final response
         return super()._on_headers_complete()
+
+    def _on_message_complete(self) -> None:
+        if self.get_code() < 200:
+            # An interim 1xx ends here and the final response follows on this socket. The base class
+            # would release the socket (back to the pool, and no longer this response's): a final
+            # response whose body came in a later read was read as an empty body, on a socket already
+            # handed out again. Only the parser's state is marked.
+            HTTPResponse._on_message_complete(self)
+            return
+        super()._on_message_complete()
 
     def _on_message_begin(self) -> None:
         if self._final_seen:
