@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import gzip
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -24,6 +25,7 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
+from poolbench_locust.engine.limits import METADATA_ITEM_BYTES
 from poolbench_locust.engine.user import plan_for
 from poolbench_locust.metrics import report
 from poolbench_locust.metrics.collector import PoolingStats
@@ -149,6 +151,61 @@ def test_max_header_kb_bounds_the_head(size, args, expected):
     answer = response(200, VALID_EMBEDDING, [("X-Big", "x" * size)])
     with HostileServer(serve_requests(lambda *_: answer)) as server:
         assert failure_text(Run(EmbeddingsUser, server.url, *ONE_INPUT, *args).one()) == expected
+
+
+# 26.3: vLLM's own metadata header of a large bytes batch
+
+
+def vllm_bytes_answer(head: bytes, body: bytes, dim: int = 4096) -> bytes:
+    """A `bytes` answer to the request as vLLM writes it (json.dumps, with its spaces), its values as
+    wide as they come: bfloat16 little-endian, a long id and model name, offsets into a 4096-dim batch."""
+    inputs = json.loads(body)["input"]
+    width = dim * 2
+    items = [
+        {"index": i, "embed_dtype": "bfloat16", "endianness": "little", "start": i * width, "end": (i + 1) * width,
+         "shape": [dim]}
+        for i in range(len(inputs))
+    ]  # fmt: skip
+    metadata = json.dumps(
+        {"id": "embd-" + "f" * 64, "created": 1_900_000_000, "model": "organisation/" + "m" * 200, "data": items,
+         "usage": {"prompt_tokens": 99_999_999, "total_tokens": 99_999_999}}
+    )  # fmt: skip
+    vectors = bytes(width * len(inputs))
+    return response(200, vectors, [("metadata", metadata)], content_type="application/octet-stream")
+
+
+BYTES_BATCH = ("--encoding-format", "bytes", "--embed-dtype", "bfloat16", "--endianness", "little", "--input-len", "2")
+
+
+@pytest.mark.parametrize("batch", [1024, 4096])
+def test_vllms_metadata_header_of_a_large_bytes_batch_passes_under_the_defaults(batch):
+    with HostileServer(serve_requests(lambda head, body, _: vllm_bytes_answer(head, body))) as server:
+        run = Run(EmbeddingsUser, server.url, *BYTES_BATCH, "--batch-size", str(batch))
+        event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["context"]["input_tokens"] == 99_999_999, "the metadata header was read"
+
+
+@pytest.mark.parametrize("batch", [1024, 4096])
+def test_the_bundled_mocks_metadata_header_of_a_large_bytes_batch_passes(mock_server, batch):
+    run = Run(EmbeddingsUser, mock_server.url, "--encoding-format", "bytes", "--batch-size", str(batch))
+    event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["context"]["sequences"] == batch
+
+
+def test_an_endless_header_on_a_large_bytes_batch_still_fails_at_its_bound():
+    with process_server("endless_header") as url, peak_rss_growth() as rss:
+        run = Run(EmbeddingsUser, url, *BYTES_BATCH, "--batch-size", "1024", "--request-timeout", str(TIMEOUT_S))
+        event, took = timed(run)
+        bound_kib = 64 + 1024 * METADATA_ITEM_BYTES // 1024
+        assert failure_text(event) == (
+            f"response headers larger than {bound_kib} KiB: --max-header-kb (64 KiB) "
+            "and the largest metadata header of the batch"
+        )
+        assert took < TIMEOUT_S, "the bound is hit long before the deadline"
+        assert event["response_length"] < (bound_kib + 128) * 1024
+    assert rss["mb"] < 40, rss
 
 
 # 11.2: unbounded buffering

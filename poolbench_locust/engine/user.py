@@ -26,7 +26,7 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
-from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import (
@@ -73,6 +73,8 @@ class Plan:
     access: Access
     """The API key sent (in `headers`) and the TLS checks of the host."""
     limits: Limits = field(default_factory=Limits)
+    metadata_item_bytes: int = 0
+    """What each input may add to the answer's head beyond --max-header-kb: its `bytes` metadata item."""
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
 
@@ -126,6 +128,7 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
             client_token_source=counter.source,
             access=access,
             limits=limits,
+            metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
             dims=settings.dimensions,
         )
         _plans[key] = plan
@@ -242,7 +245,7 @@ class EndpointUser(FastHttpUser):
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
-        exchange.begin(deadline, plan.settings.request_timeout)
+        exchange.begin(deadline, plan.settings.request_timeout, req.sequences * plan.metadata_item_bytes)
         start = perf_counter()
         origin = start if due is None else min(due, start)
         warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)

@@ -107,6 +107,9 @@ VLLM_CELLS = [
      "bfloat16"),
     ("embeddings-bytes-fp8", "EmbeddingsUser", ["--encoding-format", "bytes", "--embed-dtype", "fp8_e4m3"], 1,
      "fp8_e4m3"),
+    # vLLM's metadata header of 1,024 inputs is about 118 KB: it failed under --max-header-kb's 64 KiB (issue 26).
+    ("embeddings-bytes-b1024", "EmbeddingsUser",
+     ["--encoding-format", "bytes", "--batch-size", "1024", "--input-len", "8", "-t", "12s"], 1024, "float32"),
     ("embeddings-bytes_only-tokenize", "EmbeddingsUser",
      ["--encoding-format", "bytes_only", "--batch-size", "4", "--count-tokens-with-server"], 4, "float32"),
     ("pooling-float", "PoolingUser", ["--batch-size", "2"], 2, None),
