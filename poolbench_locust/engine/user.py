@@ -27,6 +27,7 @@ from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.target import origin, request_path
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.wire import (
@@ -65,6 +66,9 @@ class Plan:
 
     settings: Settings
     route: str
+    """The route of the User class (or --endpoint-path): the server's own name for it."""
+    path: str
+    """The path requested: the path of --host, then the route (engine/target.py)."""
     label: str
     headers: dict[str, str]
     requests: list[PreparedRequest]
@@ -113,8 +117,9 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        counter = counter_for(settings, target, access.api_key)
         route = settings.endpoint_path or endpoint.route
+        path = request_path(target, route)  # before anything is asked of the host
+        counter = counter_for(settings, target, access.api_key)
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
         if access.api_key:
@@ -122,7 +127,8 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
         plan = Plan(
             settings=settings,
             route=route,
-            label=user_class.request_name or route,
+            path=path,
+            label=user_class.request_name or path,
             headers=headers,
             requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
             client_token_source=counter.source,
@@ -197,6 +203,9 @@ class EndpointUser(FastHttpUser):
             self.insecure = not self.plan.access.tls_verify
             self.ssl_context_factory = self.plan.access.ssl_context_factory()
         super().__init__(environment)
+        # Locust joins base URL and path as text; the plan's path already holds the host's own path.
+        if self.client.base_url:
+            self.client.base_url = origin(self.client.base_url)
         agent = self.client.client
         agent.valid_response_codes = ANY_STATUS
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
@@ -254,7 +263,7 @@ class EndpointUser(FastHttpUser):
         try:
             with self.client.request(
                 "POST",
-                plan.route,
+                plan.path,
                 name=plan.label,
                 data=req.body,
                 headers=plan.headers,
