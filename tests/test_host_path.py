@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+from locust.env import Environment
 
 from poolbench_locust import EmbeddingsUser, RerankUser
 from poolbench_locust.engine.user import plan_for
@@ -76,3 +77,12 @@ def test_the_stats_and_failures_name_the_path_requested(mock_server, tmp_path, s
     assert failures == ([(path, f"CatchResponseError('HTTP 404: Not Found: {path}')")] if failed else [])
     with open(f"{prefix}_pooling.csv") as f:
         assert [row["Name"] for row in csv.DictReader(f)] == [path, "Aggregated"]
+
+
+def test_the_web_uis_form_refuses_the_doubled_segment(monkeypatch):
+    from poolbench_locust.webform.validation import form_error
+
+    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options(), host="http://127.0.0.1:9")
+    monkeypatch.setattr(EmbeddingsUser, "host", "http://127.0.0.1:9")  # Locust set it at the run before
+    error = form_error(env, {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9/v1"})
+    assert error is not None and error.startswith("--host: http://127.0.0.1:9/v1 ends with /v1"), error
