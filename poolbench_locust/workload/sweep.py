@@ -18,7 +18,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.metrics.histogram import Histogram, difference
-from poolbench_locust.metrics.report import PERCENTILES, shown_ms
+from poolbench_locust.metrics.table import PERCENTILES, shown_ms
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload.arrival import RATE_MESSAGE
 
