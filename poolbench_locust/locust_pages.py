@@ -15,9 +15,8 @@ This module is the one writer of the --html file, and the one place that extends
 
 from __future__ import annotations
 
-import html
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,18 +103,6 @@ def csv_download(text: str, name: str) -> Response:
 def insert_before_body_end(page: str, html: str) -> str:
     index = page.rfind("</body>")
     return page + html if index < 0 else page[:index] + html + page[index:]
-
-
-def html_table(header: Sequence[str], table: Iterable[dict[str, Any]]) -> str:
-    """A report section's table: a row per dict, a cell per column of the header (None: empty)."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in header) + "</tr>"
-        for r in table
-    )
-    return (
-        f'<table border="1" cellspacing="0" cellpadding="4"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-    )
 
 
 def report_sections(environment: Environment, final: bool) -> str:

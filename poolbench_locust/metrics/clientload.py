@@ -16,6 +16,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from poolbench_locust import htmltables
 from poolbench_locust.locust_pages import (
     CLIENT_LOAD_SECTION,
     CLIENT_LOAD_TAB,
@@ -24,7 +25,6 @@ from poolbench_locust.locust_pages import (
     Tab,
     add_route,
     csv_download,
-    html_table,
 )
 from poolbench_locust.metrics.pacing import (
     FINAL_MESSAGE,
@@ -49,10 +49,7 @@ TAB_KEY = "client_load"
 
 def html_section(board: Board) -> str:
     warnings = "".join(f"<p><b>WARNING</b> {html.escape(w)}</p>" for w in board.as_dict()["warnings"])
-    return (
-        '<section id="poolbench-client-load" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        f"<h2>Client load</h2>{warnings}{html_table(HEADER, board.rows())}</section>"
-    )
+    return htmltables.section("poolbench-client-load", "Client load", warnings + htmltables.table(HEADER, board.rows()))
 
 
 def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
