@@ -176,20 +176,35 @@ def csv_row(path: str | Path, name: str = "Aggregated") -> dict[str, str]:
 # ---------------------------------------------------------------- the clients compared
 
 
+PAIR_ROUTES = {"/rerank": "RerankUser", "/score": "ScoreUser"}
+"""The pairs routes a Payload may name, and poolbench-locust's User class for each."""
+
+
 @dataclass(frozen=True)
 class Payload:
-    """One /v1/embeddings request shape: `batch` inputs of `words` words, answered in `encoding`."""
+    """One request shape: `batch` inputs of `words` words answered in `encoding` on /v1/embeddings, or, on a
+    route of PAIR_ROUTES, a query and `batch` documents (then `encoding` and `dims` are unused)."""
 
     encoding: str
     batch: int
     dims: int
     words: int = 3
+    route: str = EMBEDDINGS
 
     def body(self) -> bytes:
+        if self.route in PAIR_ROUTES:
+            return pairs_body(self.route, self.batch, self.words)
         return embeddings_body(self.batch, self.words, self.encoding, self.dims)
 
+    @property
+    def user_class(self) -> str:
+        return PAIR_ROUTES.get(self.route, "EmbeddingsUser")
+
     def poolbench_args(self) -> list[str]:
-        shape = {"--encoding-format": self.encoding, "--batch-size": self.batch, "--dimensions": self.dims}
+        if self.route in PAIR_ROUTES:
+            shape: dict[str, Any] = {"--documents": self.batch}
+        else:
+            shape = {"--encoding-format": self.encoding, "--batch-size": self.batch, "--dimensions": self.dims}
         return [str(x) for item in {**shape, "--input-len": self.words}.items() for x in item]
 
 
@@ -254,7 +269,9 @@ def run_client(
                     raise RuntimeError(f"{client.label} failed:\n{finished.stderr[-3000:]}")
                 data = json.loads(Path(out).read_text())
             return ClientRun(data["samples"], data["window"], finished)
-        env = {"BENCH_BODY_FILE": body}
+        env = {"BENCH_BODY_FILE": body, "BENCH_ROUTE": payload.route, "BENCH_USER_CLASS": payload.user_class}
+        if client.kind == "poolbench" and client.name:  # another checkout of poolbench-locust, measured beside
+            env["PYTHONPATH"] = os.pathsep.join([client.name, CHILD_ENV["PYTHONPATH"]])
         if rate:
             env["BENCH_USER_RATE"] = f"{rate / users:g}"
         load = ["-u", str(users), "-r", str(users), "--host", url]
@@ -352,6 +369,14 @@ def embeddings_body(batch: int, words: int, encoding: str, dims: int) -> bytes:
     texts = [" ".join(f"w{i}x{j}" for j in range(words)) for i in range(batch)]
     doc = {"model": "mock-model", "input": texts, "encoding_format": encoding, "dimensions": dims}
     return json.dumps(doc).encode()
+
+
+def pairs_body(route: str, documents: int, words: int) -> bytes:
+    """A /rerank or /score request like poolbench-locust's: a query and `documents` documents of `words` words."""
+    docs = [" ".join(f"d{i}x{j}" for j in range(words)) for i in range(documents)]
+    query = " ".join(f"q{j}" for j in range(words))
+    pair = {"query": query, "documents": docs} if route == "/rerank" else {"text_1": query, "text_2": docs}
+    return json.dumps({"model": "mock-model", **pair}).encode()
 
 
 @contextlib.contextmanager
