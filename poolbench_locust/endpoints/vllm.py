@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
-    Answer,
     AnswerError,
     Endpoint,
     Inputs,
+    ParsedAnswer,
     data_answer,
     dimensions_field,
     model_field,
@@ -28,7 +28,7 @@ def _encoding_fields(settings: Settings) -> dict[str, Any]:
     return fields | dimensions_field(settings)
 
 
-def _cohere_embed_answer(doc: Any) -> Answer:
+def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     embeddings = doc.get("embeddings") if isinstance(doc, Mapping) else None
     floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
     if not isinstance(floats, list):
@@ -40,7 +40,7 @@ def _cohere_embed_answer(doc: Any) -> Answer:
         if isinstance(billed, Mapping)
         else None
     )
-    return Answer(len(floats), tokens, floats)
+    return ParsedAnswer(len(floats), tokens, floats)
 
 
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:

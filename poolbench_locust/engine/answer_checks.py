@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.endpoints.spec import MAX_TOKENS, Answer, AnswerError, Endpoint, token_count
+from poolbench_locust.endpoints.spec import MAX_TOKENS, AnswerError, Endpoint, ParsedAnswer, token_count
 from poolbench_locust.engine import vectors
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.options import Settings
@@ -38,7 +38,7 @@ VECTOR_HEAD_LIMIT = 1 << 20
 first vector of a terabyte, or a bytes_only answer whose dimension is not known yet, keeps no more."""
 
 
-def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> Answer:
+def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> ParsedAnswer:
     try:
         doc = orjson.loads(body.data or b"")
     except orjson.JSONDecodeError as e:
