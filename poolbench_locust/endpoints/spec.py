@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
 
 Shape = Literal["texts", "pairs", "chat"]
@@ -53,6 +54,8 @@ class Endpoint:
     """The `--encoding-format` values this route can answer; bytes/bytes_only mean a binary body."""
     usage_required: bool = True
     """A JSON answer without a token count is a failure (vLLM always sends usage)."""
+    vectors: bool = False
+    """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
     cannot_send: Mapping[str, str] = field(default_factory=dict)
@@ -112,10 +115,10 @@ def usage_tokens(doc: Mapping[str, Any]) -> int | None:
     return token_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
 
 
-def items_of(doc: Any, key: str) -> list[Any]:
+def items_of(doc: Any, key: str) -> Sequence[Any]:
     """doc[key] as a list, or AnswerError naming what was missing."""
     value = doc.get(key) if isinstance(doc, Mapping) else None
-    if not isinstance(value, list):
+    if not isinstance(value, ARRAY):
         raise AnswerError(f"answer has no {key!r} list")
     return value
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, dimensions_field
+from poolbench_locust.lazyjson import ARRAY
 
 CANNOT_SEND = {
     "--model": "TEI's request has no model: it serves the one it was started with; leave --model out",
@@ -25,7 +26,7 @@ def _bare_list(doc: Any) -> ParsedAnswer:
 
 def _bare_vectors(doc: Any) -> ParsedAnswer:
     """/embed answers a bare list of embeddings."""
-    if not isinstance(doc, list):
+    if not isinstance(doc, ARRAY):
         raise AnswerError("answer is not a JSON list")
     return ParsedAnswer(len(doc), None, doc)
 
@@ -37,6 +38,7 @@ TEI_EMBED = Endpoint(
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
     answer=_bare_vectors,
     usage_required=False,
+    vectors=True,
     cannot_send=CANNOT_SEND,
 )
 

@@ -332,7 +332,7 @@ class EndpointUser(FastHttpUser):
                 body, tokens, source = self._binary(plan, resp, req)
             else:
                 body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = answer_checks.check_json(self.endpoint, body, req, settings).prompt_tokens
+                tokens = answer_checks.check_json(self.endpoint, body, req, settings)
                 source = "server"
             header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
