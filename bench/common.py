@@ -106,11 +106,11 @@ class Finished:
     stderr: str
 
 
-def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
+def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Finished:
     """Run a command to its end (killed after `timeout` seconds), with the kernel's accounting of it."""
     with tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env or CHILD_ENV, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env or CHILD_ENV, stdout=subprocess.DEVNULL, stderr=err)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:
@@ -150,6 +150,7 @@ def run_locust(
     warmup: float = 0.0,
     record: bool = False,
     stop_timeout: float = 10.0,
+    cwd: Path = ROOT,
 ) -> LocustRun:
     """One headless Locust run of `seconds` (in-flight requests finish within --stop-timeout)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,7 +160,7 @@ def run_locust(
         child_env = {**CHILD_ENV, **(env or {}), "BENCH_PROBE_OUT": probe_out, "BENCH_WARMUP": str(warmup)}
         if record:
             child_env["BENCH_RECORD"] = "1"
-        finished = run(cmd, seconds + stop_timeout + 60, child_env)
+        finished = run(cmd, seconds + stop_timeout + 60, child_env, cwd)
         if finished.returncode not in (0, 1):  # 1: some request failed, which the tables show
             raise RuntimeError(f"locust exited {finished.returncode}: {' '.join(cmd)}\n{finished.stderr[-3000:]}")
         stats = csv_row(f"{prefix}_stats.csv")
@@ -270,8 +271,11 @@ def run_client(
                 data = json.loads(Path(out).read_text())
             return ClientRun(data["samples"], data["window"], finished)
         env = {"BENCH_BODY_FILE": body, "BENCH_ROUTE": payload.route, "BENCH_USER_CLASS": payload.user_class}
+        tree = ROOT
         if client.kind == "poolbench" and client.name:  # another checkout of poolbench-locust, measured beside
-            env["PYTHONPATH"] = os.pathsep.join([client.name, CHILD_ENV["PYTHONPATH"]])
+            # `python -m locust` puts its working directory first on sys.path: the checkout's, not this one
+            tree = Path(client.name).resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(tree), CHILD_ENV["PYTHONPATH"]])
         if rate:
             env["BENCH_USER_RATE"] = f"{rate / users:g}"
         load = ["-u", str(users), "-r", str(users), "--host", url]
@@ -283,6 +287,7 @@ def run_client(
                 env=env,
                 warmup=warmup,
                 record=record,
+                cwd=tree,
             )
         else:
             r = run_locust(
