@@ -70,14 +70,10 @@ def msgspec_reader() -> Callable[[bytes], list[int]] | None:
     except ImportError:
         return None
 
-    class Item(msgspec.Struct):
-        embedding: msgspec.Raw = msgspec.Raw(b"null")
-
-    class Doc(msgspec.Struct):
-        data: list[Item]
-        usage: Any = None
-
-    decoder = msgspec.json.Decoder(Doc)
+    # defstruct, not class bodies: under `from __future__ import annotations` msgspec cannot see local classes
+    item = msgspec.defstruct("Item", [("embedding", msgspec.Raw, msgspec.Raw(b"null"))])
+    doc = msgspec.defstruct("Doc", [("data", list[item]), ("usage", Any, None)])  # type: ignore[valid-type]
+    decoder = msgspec.json.Decoder(doc)
 
     def read(body: bytes) -> list[int]:  # msgspec validates a Raw field's JSON as it skips it
         return [bytes(item.embedding).count(b",") + 1 for item in decoder.decode(body).data]
