@@ -16,7 +16,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.hostile import response
+from tests.support.hostile import response
 
 import poolbench_locust as pb
 from poolbench_locust import lazyjson
