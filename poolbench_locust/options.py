@@ -101,9 +101,14 @@ def _counts(text: str) -> tuple[int, ...]:
     return tuple(one(v) for v in text.split(",") if v.strip()) or (one(text),)
 
 
+DATASET_FORMS = ("file:", "trace:", "hf:")
+
+
 def _dataset(text: str) -> str:
-    if text != "random" and not (text.startswith("file:") and len(text) > 5):
-        raise argparse.ArgumentTypeError(f"must be 'random' or 'file:PATH', got {text!r}")
+    if text != "random" and not any(text.startswith(form) and len(text) > len(form) for form in DATASET_FORMS):
+        raise argparse.ArgumentTypeError(
+            f"must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]', got {text!r}"
+        )
     return text
 
 
@@ -180,7 +185,9 @@ OPTIONS: tuple[Option, ...] = (
         "--dataset",
         _dataset,
         "random",
-        "random, or file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages) or .csv.",
+        "random; file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages), .csv, "
+        ".parquet or a datasets save_to_disk directory; hf:NAME[:SPLIT] from the local Hugging Face cache; "
+        "or trace:FILE.jsonl, timestamped requests replayed at their times (docs/traces.md).",
     ),
     Option("--seed", whole(0), 0, "Seed of the random inputs and batch shapes: the same seed sends the same requests."),
     Option("--tokenizer", str, None, "Path of a local tokenizer.json: exact client-side token counts and lengths."),
@@ -312,13 +319,26 @@ class Settings:
             for flag, default in (("--embed-dtype", "float32"), ("--endianness", "native")):
                 if values[flag[2:].replace("-", "_")] != default:
                     raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
-        if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
-            raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
+        if values["dataset"].startswith("trace:"):  # a trace says when each request leaves
+            for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
+                if values[flag[2:].replace("-", "_")]:
+                    raise OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
+        if values["max_concurrency"] and not (
+            values["request_rate"] or values["sweep_rates"] or values["dataset"].startswith("trace:")
+        ):
+            raise OptionError(
+                "--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace"
+            )
         return cls(**values)
 
     @property
+    def trace(self) -> str | None:
+        """The file of a replayed trace (--dataset trace:FILE), else None."""
+        return self.dataset.removeprefix("trace:") if self.dataset.startswith("trace:") else None
+
+    @property
     def open_loop(self) -> bool:
-        return bool(self.request_rate or self.sweep_rates)
+        return bool(self.request_rate or self.sweep_rates or self.trace)
 
     @property
     def binary(self) -> bool:

@@ -7,4 +7,4 @@ from poolbench_locust.metrics import checks, goodput, reporting, tokengap  # noq
 from poolbench_locust.results import writer  # noqa: F401
 from poolbench_locust.servermetrics import wiring as server_metrics  # noqa: F401  (after metrics: its tabs follow)
 from poolbench_locust.webform import layout, validation  # noqa: F401  (layout first: it unmangles the names)
-from poolbench_locust.workload import arrival, sweep, warmup  # noqa: F401
+from poolbench_locust.workload import arrival, source_options, sweep, trace, warmup  # noqa: F401

@@ -36,8 +36,9 @@ from poolbench_locust.wire import (
     OCTET_STREAM,
 )
 from poolbench_locust.workload import PreparedRequest, request_pool
-from poolbench_locust.workload.arrival import OPEN_LOOP
-from poolbench_locust.workload.datasets import dataset_for
+from poolbench_locust.workload.arrival import OPEN_LOOP, Schedule
+from poolbench_locust.workload.source_options import SourceOptions
+from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 from poolbench_locust.workload.warmup import WARMUP
 
@@ -75,6 +76,8 @@ class Plan:
     limits: Limits = field(default_factory=Limits)
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+    schedule: Schedule | None = None
+    """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -98,7 +101,7 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
-_plans: dict[tuple[type, Settings, str | None, Access, Limits], Plan] = {}
+_plans: dict[tuple[type, Settings, str | None, Access, Limits, SourceOptions], Plan] = {}
 
 
 def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
@@ -107,7 +110,8 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
     target = host or user_class.host or getattr(options, "host", None)
     access = access_for(options, settings.api_key, target)
     limits = Limits.from_options(options)
-    key = (user_class, settings, target, access, limits)
+    sources = SourceOptions.from_options(options)
+    key = (user_class, settings, target, access, limits, sources)
     if (plan := _plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
@@ -117,16 +121,18 @@ def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = No
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
         if access.api_key:
             headers["Authorization"] = f"Bearer {access.api_key}"
+        dataset = dataset_for(settings, endpoint.shape, counter, sources)
         plan = Plan(
             settings=settings,
             route=route,
             label=user_class.request_name or route,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
+            requests=request_pool(endpoint, settings, dataset, counter),
             client_token_source=counter.source,
             access=access,
             limits=limits,
             dims=settings.dimensions,
+            schedule=getattr(dataset, "schedule", None),
         )
         _plans[key] = plan
     return plan
@@ -221,15 +227,20 @@ class EndpointUser(FastHttpUser):
     def send(self) -> None:
         if (plan := self.plan) is None:
             return
-        self._next = (self._next + 1) % len(plan.requests)
-        req = plan.requests[self._next]
         settings = plan.settings
         if not settings.open_loop:
-            self.measure(req)
+            self.measure(self._next_request(plan))
             return
-        due = OPEN_LOOP.next_send_time(self.environment, settings)
+        if (arrival := OPEN_LOOP.next_arrival(self.environment, settings, plan.schedule)) is None:
+            raise StopUser()  # the trace is over
+        due, line = arrival
+        req = self._next_request(plan) if line is None else plan.requests[line]
         with OPEN_LOOP.slot(self.environment, settings):
             self.measure(req, due=due)
+
+    def _next_request(self, plan: Plan) -> PreparedRequest:
+        self._next = (self._next + 1) % len(plan.requests)
+        return plan.requests[self._next]
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:
         """Send one prepared request and fire its one request event.

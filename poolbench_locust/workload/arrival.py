@@ -6,15 +6,19 @@ run's --request-rate (its users over the run's users), so workers need not talk 
 A request whose slot was busy at its scheduled time is sent late and timed from its scheduled
 time, as wrk2 does: the wait is part of the latency a client would see, and is reported as
 `queue_ms`; without this a saturated server looks fast (coordinated omission).
+
+A trace (workload/trace.py) is another arrival process: its lines' times instead of gamma gaps, each
+arrival naming its line. It flows through the same queue, slots and late sends; when it is over,
+the users waiting for an arrival stop, and the trace is told once every answer is in.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 from gevent.event import Event
@@ -24,6 +28,21 @@ from locust import events
 from poolbench_locust.options import Settings
 
 RATE_MESSAGE = "poolbench_rate"
+
+Arrival = tuple[float, "int | None"]
+"""The perf_counter time a request is due, and the trace's line it sends (None: the rate's)."""
+
+
+class Schedule(Protocol):
+    """A finite arrival process: a trace."""
+
+    def arrivals(self, environment: Any) -> Iterable[tuple[float, int]]:
+        """(perf_counter time due, line) of this process's arrivals, from now on."""
+        ...
+
+    def over(self, environment: Any, sent: int) -> None:
+        """This process sent its `sent` arrivals and every answer is in."""
+        ...
 
 
 class OpenLoop:
@@ -41,7 +60,8 @@ class OpenLoop:
         if self._dispatcher is not None:
             self._dispatcher.kill(block=False)
         self._dispatcher = None
-        self._due: Queue[float] = Queue()
+        self._due: Queue[Arrival | None] = Queue()
+        """Arrivals due and not yet taken; None once a schedule is over (it stays for the next taker)."""
         self.in_flight = 0
         self._freed = Event()
         self._rng = random.Random(seed)
@@ -52,20 +72,44 @@ class OpenLoop:
         here = runner.user_count if runner is not None else 0
         return min(here / total, 1.0) if total and here else 1.0
 
-    def _dispatch(self, environment: Any, settings: Settings) -> None:
+    def _rate_arrivals(self, environment: Any, settings: Settings) -> Iterator[Arrival]:
         due = perf_counter()
         while True:
-            if (wait := due - perf_counter()) > 0:
-                gevent.sleep(wait)
-            self._due.put(due)
+            yield due, None
             rate = (self.rate_override or settings.request_rate or 1.0) * self._share(environment)
             due += self._rng.gammavariate(settings.burstiness, 1.0 / (rate * settings.burstiness))
 
+    def _dispatch(self, environment: Any, settings: Settings, schedule: Schedule | None) -> None:
+        sent = 0
+        arrivals = schedule.arrivals(environment) if schedule else self._rate_arrivals(environment, settings)
+        for due, line in arrivals:
+            if (wait := due - perf_counter()) > 0:
+                gevent.sleep(wait)
+            self._due.put((due, line))
+            sent += 1
+        # Taken from the queue, an arrival is in flight before its taker yields (slot() counts it).
+        while len(self._due) or self.in_flight:
+            self._freed.clear()
+            self._freed.wait(0.05)
+        self._due.put(None)
+        if schedule is not None:
+            schedule.over(environment, sent)
+
+    def next_arrival(self, environment: Any, settings: Settings, schedule: Schedule | None = None) -> Arrival | None:
+        """Block until an arrival is due: (the perf_counter time it was due, maybe in the past; the schedule's
+        line or None). None once `schedule` is over."""
+        if self._dispatcher is None or (self._dispatcher.dead and not self._dispatcher.successful()):
+            self._dispatcher = gevent.spawn(self._dispatch, environment, settings, schedule)
+        arrival = self._due.get()
+        if arrival is None:
+            self._due.put(None)  # every user waiting, and any that asks later, learns it too
+        return arrival
+
     def next_send_time(self, environment: Any, settings: Settings) -> float:
-        """Block until an arrival is due; return the perf_counter time it was due (maybe in the past)."""
-        if self._dispatcher is None or self._dispatcher.dead:
-            self._dispatcher = gevent.spawn(self._dispatch, environment, settings)
-        return self._due.get()
+        """Block until an arrival of the rate is due; return the perf_counter time it was due (maybe in the past)."""
+        arrival = self.next_arrival(environment, settings)
+        assert arrival is not None, "the rate's arrivals never end"
+        return arrival[0]
 
     @contextmanager
     def slot(self, environment: Any, settings: Settings) -> Iterator[None]:
