@@ -79,9 +79,12 @@ def _datasets_offline() -> Any:
         import datasets
     except ImportError:
         raise OptionError("--dataset", f"reading a Hugging Face dataset needs the datasets package: {EXTRA}") from None
-    datasets.config.HF_HUB_OFFLINE = True  # imported before us (a test, a locustfile): its config read the env then
-    if hasattr(datasets.config, "HF_DATASETS_OFFLINE"):
-        datasets.config.HF_DATASETS_OFFLINE = True
+    # Imported before us (by a locustfile, a test), both libraries read the environment then: set their flags.
+    # huggingface_hub refuses every HTTP request with its flag set.
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = True
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
     return datasets
 
 

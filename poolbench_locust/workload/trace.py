@@ -9,7 +9,8 @@ is ignored, said once. Every line is checked before the run: a bad one stops it 
 The schedule is an arrival process of the open loop (workload/arrival.py): each request leaves at
 its time whatever the server does, is timed from that time when no user was free to send it, and
 counts in the open loop's late figures. With workers, line i is sent by the worker i mod n (the
-master tells each worker its place at test start), so together they send the whole trace. When a
+master tells each worker its place at test start, and once all are ready a common start on its wall
+clock: workers on other machines need synchronised clocks), so together they send the whole trace. When a
 process has sent its last line and every answer is in, it says so; the run ends when all have.
 """
 
@@ -26,6 +27,7 @@ from time import perf_counter
 from typing import Any
 
 import gevent
+import gevent.event
 import orjson
 from locust import events
 from locust.env import Environment
@@ -42,6 +44,8 @@ from poolbench_locust.workload.tokens import TokenCounter
 logger = logging.getLogger("poolbench_locust")
 
 SHARE_MESSAGE = "poolbench_trace_share"
+READY_MESSAGE = "poolbench_trace_ready"
+GO_MESSAGE = "poolbench_trace_go"
 OVER_MESSAGE = "poolbench_trace_over"
 
 MAX_INPUT_LENGTH = 1_000_000
@@ -80,7 +84,9 @@ class TraceSchedule:
         """(perf_counter time due, line index) of this process's share of the lines, from now on."""
         speed = SourceOptions.from_options(environment.parsed_options).trace_speed
         index, count = SHARE.of(environment)
-        start = perf_counter()
+        # With workers, their common start on the master's wall clock: no worker's spawn time shifts its share.
+        start_at = SHARE.wait_for_start(environment) if count > 1 else None
+        start = perf_counter() + (start_at - time.time() if start_at is not None else 0.0)
         for line in range(index, len(self.seconds), count):
             yield start + self.seconds[line] / speed, line
 
@@ -212,11 +218,33 @@ class TraceDataset:
         return len(self.lines)
 
 
+GO_LEAD_S = 0.5
+"""From the master's go to the workers' common start: time for the message to reach every worker."""
+GO_TIMEOUT_S = 60.0
+"""A worker that hears no go (a master of another version, a lost worker) starts on its own after this."""
+
+
 class Share:
-    """This process's place among the processes that send a trace: (index, count)."""
+    """This process's place among the processes that send a trace: (index, count), and when they all start.
+
+    Each worker is ready when its first user asks for an arrival (its plans are built, which takes a
+    while for a large trace); when all are, the master names a common start on its wall clock.
+    """
 
     def __init__(self) -> None:
         self.index, self.count = 0, 1
+        self.start_at: float | None = None
+        """time.time() at which the workers' replay starts, once the master said it."""
+        self.go = gevent.event.Event()
+
+    def reset(self, index: int, count: int) -> None:
+        self.index, self.count, self.start_at = index, count, None
+        self.go.clear()
+
+    def wait_for_start(self, environment: Any) -> float:
+        environment.runner.send_message(READY_MESSAGE)
+        self.go.wait(GO_TIMEOUT_S)
+        return self.start_at if self.start_at is not None else time.time()
 
     def of(self, environment: Any) -> tuple[int, int]:
         return (self.index, self.count) if isinstance(getattr(environment, "runner", None), WorkerRunner) else (0, 1)
@@ -232,10 +260,12 @@ class Ending:
         self.expected = 1
         self.sent = 0
         self.reported = 0
+        self.ready = 0
+        """Workers whose users are ready to replay (the master starts them together)."""
         self.started = time.monotonic()
 
     def begin(self, processes: int) -> None:
-        self.expected, self.sent, self.reported, self.started = processes, 0, 0, time.monotonic()
+        self.expected, self.sent, self.reported, self.ready, self.started = processes, 0, 0, 0, time.monotonic()
 
     def process_over(self, environment: Environment, sent: int) -> None:
         """One process (this one, or a worker by its message) has sent its share and had its answers."""
@@ -284,16 +314,27 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
 
         def take_share(msg: Any, **_: Any) -> None:
-            SHARE.index, SHARE.count = int(msg.data["index"]), int(msg.data["count"])
+            SHARE.reset(int(msg.data["index"]), int(msg.data["count"]))
+
+        def go(msg: Any, **_: Any) -> None:
+            SHARE.start_at = float(msg.data["start_at"])
+            SHARE.go.set()
 
         runner.register_message(SHARE_MESSAGE, take_share)
+        runner.register_message(GO_MESSAGE, go)
     elif isinstance(runner, MasterRunner):
 
         def worker_over(msg: Any, **_: Any) -> None:
             sent = msg.data.get("sent") if isinstance(msg.data, dict) else None
             ENDING.process_over(environment, sent if isinstance(sent, int) and sent >= 0 else 0)
 
+        def worker_ready(msg: Any, **_: Any) -> None:
+            ENDING.ready += 1
+            if ENDING.ready == ENDING.expected:
+                runner.send_message(GO_MESSAGE, {"start_at": time.time() + GO_LEAD_S})
+
         runner.register_message(OVER_MESSAGE, worker_over)
+        runner.register_message(READY_MESSAGE, worker_ready)
 
 
 @events.test_start.add_listener
