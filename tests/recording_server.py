@@ -23,7 +23,8 @@ DELAY_S = float(os.environ.get("RECORDING_DELAY_MS", "5")) / 1000
 arrivals: list[dict[str, Any]] = []
 
 
-def _answer(route: str, doc: Any) -> bytes:
+def answer_for(route: str, doc: Any) -> bytes:
+    """A valid answer of the route to this request."""
     if "rerank" in route:
         documents = doc.get("documents", [])
         results = [{"index": i, "relevance_score": 0.5} for i in range(len(documents))]
@@ -49,4 +50,4 @@ def recording(sock: socket.socket, _conn: int) -> None:
         arrivals.append({"at": arrived, "route": route, "body": doc})
         if DELAY_S:
             gevent.sleep(DELAY_S)
-        sock.sendall(response(200, _answer(route, doc)))
+        sock.sendall(response(200, answer_for(route, doc)))
