@@ -59,6 +59,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--input-len-range", "Input length range"),
             ("--documents", "Documents per query"),
             ("--dataset", "Dataset"),
+            ("--dataset-column", "Text column of the dataset"),
             ("--seed", "Seed"),
             ("--tokenizer", "Tokenizer file"),
             ("--count-tokens-with-server", "Count tokens with the server"),
@@ -71,6 +72,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--request-rate", "Request rate, requests/s"),
             ("--burstiness", "Burstiness"),
             ("--max-concurrency", "Most requests in flight"),
+            ("--trace-speed", "Trace speed"),
         ),
     ),
     (

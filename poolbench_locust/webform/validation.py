@@ -20,10 +20,11 @@ from locust.runners import WorkerRunner
 from poolbench_locust.engine.limits import LIMITS
 from poolbench_locust.hooks import SECRET_PLACEHOLDER, configuration_error, host_error
 from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.workload.source_options import SOURCE_OPTIONS
 
 logger = logging.getLogger("poolbench_locust")
 
-FORM_FIELDS = frozenset(opt.dest for opt in (*OPTIONS, *LIMITS))
+FORM_FIELDS = frozenset(opt.dest for opt in (*OPTIONS, *LIMITS, *SOURCE_OPTIONS))
 FORM_FLAGS = frozenset(flag.lstrip("-").replace("-", "_") for flag, _ in FLAGS)
 
 
