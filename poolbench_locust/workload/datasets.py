@@ -8,9 +8,7 @@ of --dataset, so that nothing is learned about a broken dataset in the middle of
 from __future__ import annotations
 
 import csv
-import io
 import random
-from itertools import groupby
 from pathlib import Path
 from typing import Protocol
 
@@ -137,25 +135,39 @@ class FileDataset:
         return min(max(32, -(-len(self.records) // per_request)), MOST_REQUESTS)
 
 
-def _csv_records(path: Path, shape: Shape) -> list[Inputs]:
-    text = _decode(path)
-    reader = csv.DictReader(io.StringIO(text))
+def _csv_records(path: Path, shape: Shape, limit: int) -> list[Inputs]:
     needed = {"texts": ["text"], "pairs": ["query", "document"]}.get(shape)
     if needed is None:
         raise _fail(str(path), "chat datasets must be .jsonl with a 'messages' field")
+    try:
+        with path.open(newline="", encoding="utf-8") as f:  # streamed: read as far as the pool goes
+            return _csv_rows(csv.DictReader(f), path, needed, limit)
+    except UnicodeDecodeError:
+        _decode(path)  # names the line
+        raise
+
+
+def _csv_rows(reader: csv.DictReader[str], path: Path, needed: list[str], limit: int) -> list[Inputs]:
     missing = [f for f in needed if f not in (reader.fieldnames or [])]
     if missing:
         raise _fail(f"{path}:1", f"header has no column {missing[0]!r}")
-    rows = []
+    records: list[Inputs] = []
+    query, documents = "", []
     for line, row in enumerate(reader, start=2):
-        rows.append((line, {f: text_field(row, f, f"{path}:{line}") for f in needed}))
-    if shape == "texts":
-        return [Inputs((r["text"],)) for _, r in rows]
-    # consecutive rows with the same query are one query with its documents
-    return [
-        Inputs(tuple(r["document"] for _, r in group), query=query)
-        for query, group in ((q, list(g)) for q, g in groupby(rows, key=lambda lr: lr[1]["query"]))
-    ]
+        fields = {f: text_field(row, f, f"{path}:{line}") for f in needed}
+        if "text" in fields:
+            records.append(Inputs((fields["text"],)))
+        else:  # consecutive rows with the same query are one query with its documents
+            if fields["query"] != query and documents:
+                records.append(Inputs(tuple(documents), query=query))
+                documents = []
+            query = fields["query"]
+            documents.append(fields["document"])
+        if len(records) >= limit:
+            return records
+    if documents:
+        records.append(Inputs(tuple(documents), query=query))
+    return records
 
 
 def _decode(path: Path) -> str:
@@ -221,7 +233,7 @@ def load_file(path_text: str, shape: Shape, limit: int = MOST_REQUESTS, column: 
         elif suffix == ".jsonl":
             records = _jsonl_records(path, shape, limit, column)
         elif suffix == ".csv":
-            records = _csv_records(path, shape)
+            records = _csv_records(path, shape, limit)
         elif suffix == ".parquet":
             records = corpus.parquet_records(path, shape, column, limit)
         else:
