@@ -20,6 +20,7 @@ from poolbench_locust.workload.records import fail, record_inputs
 
 BATCH_ROWS = 1024
 """Rows converted to Python at a time."""
+PARQUET_BUFFER = 1 << 20
 EXTRA = "pip install 'poolbench-locust[datasets]'"
 
 
@@ -59,7 +60,9 @@ def parquet_records(path: Path, shape: Shape, column: str | None, limit: int) ->
         raise fail(str(path), f"reading Parquet needs pyarrow: {EXTRA}") from None
     columns = columns_for(shape, column)
     try:
-        table = pq.ParquetFile(path)
+        # Buffered reads page by page: unbuffered, pyarrow reads a row group's whole column chunk at once
+        # (a file of 250 MB in one row group cost 83 MB to take 10,000 rows; buffered, 23 MB).
+        table = pq.ParquetFile(path, buffer_size=PARQUET_BUFFER, pre_buffer=False)
     except Exception as e:  # pyarrow raises its own ArrowInvalid and OSError kinds for a file that is not Parquet
         raise fail(str(path), f"not a Parquet file: {e}") from None
     _missing(str(path), table.schema_arrow.names, columns)
