@@ -77,7 +77,6 @@ class TraceLine:
 class TraceSchedule:
     """When each line of a trace leaves: seconds from the replay's start, at speed 1."""
 
-    name: str
     seconds: tuple[float, ...]
 
     def arrivals(self, environment: Any) -> Iterator[tuple[float, int]]:
@@ -123,12 +122,12 @@ def _text_inputs(record: Mapping[str, Any], where: str) -> Inputs:
     return Inputs(tuple(texts))
 
 
-def read_line(record: Any, shape: Shape, where: str, previous: float) -> tuple[float, TraceLine, set[str]]:
+def read_line(record: Any, shape: Shape, path: Path, number: int, previous: float) -> tuple[float, TraceLine, set[str]]:
     """(timestamp, the line, its fields a pooling request has no use for); OptionError naming the field."""
+    where = f"{path}:{number}"
     if not isinstance(record, Mapping):
         raise _fail(where, "not a JSON object")
     at = _timestamp(record, where, previous)
-    number = int(where.rpartition(":")[2])
     inputs_given = [f for f in INPUT_FIELDS[shape] if f in record and not (f == "documents" and _is_count(record[f]))]
     used = {"timestamp", *SHAPE_FIELDS, *INPUT_FIELDS[shape]}
     if inputs_given:
@@ -166,7 +165,7 @@ def read_trace(path_text: str, shape: Shape) -> tuple[list[TraceLine], TraceSche
             record = orjson.loads(text)
         except orjson.JSONDecodeError as e:
             raise _fail(where, f"not JSON: {e}") from None
-        previous, line, ignored = read_line(record, shape, where, previous)
+        previous, line, ignored = read_line(record, shape, path, number, previous)
         lines.append(line)
         seconds.append(previous / 1000)
         unused |= ignored
@@ -174,7 +173,7 @@ def read_trace(path_text: str, shape: Shape) -> tuple[list[TraceLine], TraceSche
         raise _fail(str(path), "holds no requests")
     if unused:
         logger.info("Trace %s: fields a pooling request does not use are ignored: %s", path, ", ".join(sorted(unused)))
-    return lines, TraceSchedule(str(path), tuple(seconds))
+    return lines, TraceSchedule(tuple(seconds))
 
 
 class TraceDataset:
