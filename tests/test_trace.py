@@ -8,13 +8,9 @@ the schedule, not about this shared machine's CPU.
 
 from __future__ import annotations
 
-import os
-import select
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -27,7 +23,7 @@ import poolbench_locust as pb
 from poolbench_locust.engine.user import plan_for
 from poolbench_locust.options import OptionError
 from tests.harness import options
-from tests.hostile import LISTENING
+from tests.hostile import server_process
 from tests.test_cli import csv_rows, locust
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,26 +64,8 @@ def write_trace(path: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
-@contextmanager
-def recording_server(delay_ms: float = 5) -> Iterator[str]:
-    env = {**os.environ, "RECORDING_DELAY_MS": str(delay_ms)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.recording_server:recording"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 20)
-        line = proc.stdout.readline() if ready else ""
-        assert line.startswith(LISTENING), f"recording server did not start: {line!r}"
-        yield line.removeprefix(LISTENING).strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def recording_server(delay_ms: float = 5) -> AbstractContextManager[str]:
+    return server_process("tests.recording_server:recording", {"RECORDING_DELAY_MS": str(delay_ms)})
 
 
 def arrivals(url: str) -> list[dict[str, Any]]:
@@ -254,3 +232,25 @@ def test_a_trace_refuses_another_arrival_process(tmp_path, flag):
     path = write_trace(tmp_path / "trace.jsonl", [{"timestamp": 0, "text": "a"}])
     with pytest.raises(OptionError, match=rf"^{flag[0]}: a trace"):
         plan_for(type("U", (pb.EmbeddingsUser,), {}), options("--dataset", f"trace:{path}", *flag))
+
+
+def test_in_the_web_ui_the_trace_stops_the_run_and_a_second_start_replays_it(tmp_path):
+    from tests.webui import WebUI
+
+    lines = [{"timestamp": 100 * i, "input_length": 3} for i in range(5)]
+    trace = write_trace(tmp_path / "short.jsonl", lines)
+    with recording_server() as url:
+        ui = WebUI("locustfiles/embeddings.py", "--host", url, "--no-preflight", "--dataset", f"trace:{trace}")
+        try:
+            for run in (1, 2):
+                assert ui.swarm(user_count=2, spawn_rate=2, host=url)["success"]
+                deadline = time.monotonic() + 30
+                while len(arrivals(url)) < run * len(lines):  # the state reads "stopped" until the run begins
+                    assert time.monotonic() < deadline, f"run {run}: {len(arrivals(url))} arrivals"
+                    time.sleep(0.1)
+                ui.wait_for("stopped", timeout=30)  # by itself: the trace is over
+                assert len(arrivals(url)) == run * len(lines)
+            assert ui.proc.poll() is None, "a web UI's run stops; the web UI stays"
+            assert ui.log().count("Trace over: the 5 requests of") == 2
+        finally:
+            ui.close()
