@@ -11,6 +11,7 @@ import argparse
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from locust import events
@@ -336,7 +337,7 @@ class Settings:
         """The file of a replayed trace (--dataset trace:FILE), else None."""
         return self.dataset.removeprefix("trace:") if self.dataset.startswith("trace:") else None
 
-    @property
+    @cached_property  # asked on every request
     def open_loop(self) -> bool:
         return bool(self.request_rate or self.sweep_rates or self.trace)
 
