@@ -388,7 +388,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--input-len": ("many", "must be a whole number >= 1, got 'many'"),
     "--input-len-range": ("4:x", "must be a whole number >= 1, got 'x'"),
     "--documents": ("-3", "must be a whole number >= 1, got -3"),
-    "--dataset": ("s3://bucket/data.jsonl", "must be 'random' or 'file:PATH'"),
+    "--dataset": ("s3://bucket/data.jsonl", "must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]'"),
     "--seed": ("-1", "must be a whole number >= 0, got -1"),
     "--request-rate": ("0", "must be a number > 0"),
     "--burstiness": ("-1", "must be a number >= 0"),
