@@ -32,7 +32,7 @@ import poolbench_locust.plugin
 {preload}
 from locust.argument_parser import get_parser
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 
 def status(key):
     for line in open("/proc/self/status"):

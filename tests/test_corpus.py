@@ -16,12 +16,12 @@ import orjson
 import pytest
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from poolbench_locust.workload import corpus
-from tests.harness import Run, failure_text, options
-from tests.hostile import HostileServer, response, serve_requests
-from tests.recording_server import answer_for
+from tests.support.harness import Run, failure_text, options
+from tests.support.hostile import HostileServer, response, serve_requests
+from tests.support.recording_server import answer_for
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -1,6 +1,6 @@
 """Whole runs against hostile servers in processes of their own: a master and two workers, and the end of a run.
 
-The servers here are handlers for `python -m tests.hostile tests.test_distributed_hostile:NAME`; each
+The servers here are handlers for `python -m tests.support.hostile tests.test_distributed_hostile:NAME`; each
 counts the pooling requests it received and answers `GET /count` with that number.
 """
 
@@ -23,7 +23,7 @@ from locust.env import Environment
 
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.hostile import read_request, response, server_process
+from tests.support.hostile import read_request, response, server_process
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 Every case is one request event with its message, nothing past --request-timeout, memory bounded
 where a server tries to fill it, and the user's next request on the same client succeeds.
-Servers that must out-run the client live in tests/hostile_handlers.py and run as processes.
+Servers that must out-run the client live in tests/support/hostile_handlers.py and run as processes.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
-from poolbench_locust.engine.user import plan_for
-from poolbench_locust.metrics import report
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.metrics import table
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
-from tests.hostile import LISTENING, HostileServer, read_request, response, serve_requests
-from tests.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
+from tests.support.harness import Run, failure_text, options
+from tests.support.hostile import LISTENING, HostileServer, read_request, response, serve_requests
+from tests.support.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 1.5
@@ -63,9 +63,9 @@ def peak_rss_growth() -> Iterator[dict[str, float]]:
 
 @contextlib.contextmanager
 def process_server(handler: str) -> Iterator[str]:
-    """tests/hostile_handlers.py's `handler`, served by a process of its own; yields its URL."""
+    """tests/support/hostile_handlers.py's `handler`, served by a process of its own; yields its URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.hostile", f"tests.hostile_handlers:{handler}"]
+    cmd = [sys.executable, "-m", "tests.support.hostile", f"tests.support.hostile_handlers:{handler}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, env=env)
     try:
         assert proc.stdout is not None
@@ -252,7 +252,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     assert [failure_text(e) for e in run.events] == [""] * 20
     assert server.connections == 20, "each resend on a fresh connection"
     assert stats.total.retries == 19 and stats.total.requests == 20
-    assert report.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
+    assert table.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
     resent = [e for e in run.events if e["context"].get("retried")]
     assert len(resent) == 19
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"

@@ -1,6 +1,6 @@
 """What a server sends is untrusted: its numbers, its vectors, its words, its redirects, its certificate.
 
-Each case is a raw-socket server of its own (tests/hostile.py) that breaks one promise in one answer;
+Each case is a raw-socket server of its own (tests/support/hostile.py) that breaks one promise in one answer;
 the request is one failed event whose message says what was wrong, and the next request of the same
 user, answered well, succeeds.
 """
@@ -22,11 +22,11 @@ from locust.stats import StatsCSV
 
 import poolbench_locust as pb
 from poolbench_locust.engine import messages
-from poolbench_locust.engine.user import plan_for
-from poolbench_locust.hooks import configuration_error
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
-from tests.hostile import HostileServer, response, serve_requests
+from poolbench_locust.start_checks import configuration_error
+from tests.support.harness import Run, failure_text, options
+from tests.support.hostile import HostileServer, response, serve_requests
 
 BATCH = ["--batch-size", "2", "--input-len", "4"]
 SECRET = "sk-hostile-SECRET-0123456789"

@@ -20,7 +20,7 @@ import poolbench_locust.users as user_classes
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
-from tests.hostile import LISTENING, response, serve_requests
+from tests.support.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
 
@@ -170,7 +170,7 @@ huge_failures = serve_requests(
 def hostile_process() -> Iterator[str]:
     """The server above in a process of its own (Locust's client runs in another): its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.test_results:huge_failures"],
+        [sys.executable, "-m", "tests.support.hostile", "tests.test_results:huge_failures"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -325,19 +325,19 @@ def test_the_schema_is_in_the_installed_package():
 
 def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(monkeypatch):
     # Other branches add columns (goodput, mean and standard deviation): the document takes them
-    # from report.rows, and a mean or deviation of E2E also under vLLM's name.
+    # from table.rows, and a mean or deviation of E2E also under vLLM's name.
     from locust.env import Environment
 
-    from poolbench_locust.metrics import report
+    from poolbench_locust.metrics import table
     from poolbench_locust.results import document
-    from tests.harness import options
+    from tests.support.harness import options
 
     extra = [
         ("Goodput Requests/s", lambda s, e: 12.5),
         ("E2E Mean", lambda s, e: 41.0),
         ("E2E StdDev", lambda s, e: 3.0),
     ]
-    monkeypatch.setattr(report, "COLUMNS", [*report.COLUMNS, *extra])
+    monkeypatch.setattr(table, "COLUMNS", [*table.COLUMNS, *extra])
     environment = Environment(user_classes=[], parsed_options=options("--api-key", SECRET))
     environment.create_local_runner()
     pooling = PoolingStats()

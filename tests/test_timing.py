@@ -9,7 +9,7 @@ import pytest
 from locust import FastHttpUser
 
 from poolbench_locust import EmbeddingsUser
-from tests.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, options
 
 TRICKLE_MS = 300
 BATCH, DIM = 64, 65536  # 64 x 65536 float32 = 16 MiB

@@ -2,7 +2,7 @@
 time, late sends are timed from their schedule, the run ends with the trace, and a bad line stops it at start.
 
 The arrivals are judged by a server of its own process that records when each request came
-(tests/recording_server.py). The trace is sparse (14 requests over 2.5 s) so that the check is about
+(tests/support/recording_server.py). The trace is sparse (14 requests over 2.5 s) so that the check is about
 the schedule, not about this shared machine's CPU.
 """
 
@@ -20,10 +20,10 @@ import pytest
 import requests
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
-from tests.harness import options
-from tests.hostile import server_process
+from tests.support.harness import options
+from tests.support.hostile import server_process
 from tests.test_cli import csv_rows, locust
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def write_trace(path: Path, lines: list[dict[str, Any]]) -> Path:
 
 
 def recording_server(delay_ms: float = 5) -> AbstractContextManager[str]:
-    return server_process("tests.recording_server:recording", {"RECORDING_DELAY_MS": str(delay_ms)})
+    return server_process("tests.support.recording_server:recording", {"RECORDING_DELAY_MS": str(delay_ms)})
 
 
 def arrivals(url: str) -> list[dict[str, Any]]:
@@ -235,7 +235,7 @@ def test_a_trace_refuses_another_arrival_process(tmp_path, flag):
 
 
 def test_in_the_web_ui_the_trace_stops_the_run_and_a_second_start_replays_it(tmp_path):
-    from tests.webui import WebUI
+    from tests.support.webui import WebUI
 
     lines = [{"timestamp": 100 * i, "input_length": 3} for i in range(5)]
     trace = write_trace(tmp_path / "short.jsonl", lines)

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, options
 from tests.test_cli import csv_rows, locust
 
 

@@ -13,8 +13,6 @@ from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
 from poolbench_locust.workload.sweep import SweepShape
 
 SECTION_ID = "poolbench-charts"
-TABLE_MARK = '<section id="poolbench-pooling"'
-"""The pooling table's section (metrics/reporting.py): the charts go before it."""
 
 
 def sweep_steps(environment: Environment, ended: bool = False) -> list[dict[str, Any]]:
@@ -53,16 +51,3 @@ def report_section(environment: Environment, ended: bool = False) -> str:
         parts += ["<h2>Sweep</h2>", grid(knee_charts(steps))]
     parts.append("</section>")
     return "".join(parts)
-
-
-def insert_before_body_end(page: str, html: str) -> str:
-    index = page.rfind("</body>")
-    return page + html if index < 0 else page[:index] + html + page[index:]
-
-
-def add_to_report(page: str, environment: Environment, ended: bool = False) -> str:
-    """The charts before the pooling table if it is in the page already, else before </body> (where
-    the table goes after them): either way round, charts then table."""
-    section = report_section(environment, ended)
-    index = page.find(TABLE_MARK)
-    return insert_before_body_end(page, section) if index < 0 else page[:index] + section + page[index:]

@@ -7,10 +7,10 @@ knows nothing about timing or Locust. Adding a server is adding a few `Endpoint`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from poolbench_locust.options import Settings
+from poolbench_locust.options import BY_FLAG, Settings
 
 Shape = Literal["texts", "pairs", "chat"]
 """What a request carries: a batch of texts, a query with documents, or one chat conversation."""
@@ -62,13 +62,10 @@ class Endpoint:
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
         for flag, why in self.cannot_send.items():
-            dest = flag.lstrip("-").replace("-", "_")
-            if getattr(settings, dest) != _SETTINGS_DEFAULTS[dest]:
+            option = BY_FLAG[flag]
+            if getattr(settings, option.dest) != option.default_value:
                 return flag, why
         return None
-
-
-_SETTINGS_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
 def model_field(settings: Settings) -> dict[str, str]:

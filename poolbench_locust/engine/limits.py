@@ -11,34 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from locust import events
-
-from poolbench_locust.options import Option, parsed, register, whole
+from poolbench_locust.options import BY_FLAG, parsed
 
 MB = 1_000_000
 KIB = 1024
-
-LIMITS = (
-    Option(
-        "--max-body-mb",
-        whole(1),
-        256,
-        "Largest JSON answer kept in memory, in MB after inflating gzip/deflate; a larger one fails. "
-        "Binary bodies are streamed, never kept.",
-    ),
-    Option("--max-header-kb", whole(1), 64, "Largest response head (status line and headers), in KiB."),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust limits", LIMITS)
+LIMITS = (BY_FLAG["--max-body-mb"], BY_FLAG["--max-header-kb"])
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_body_mb: int = 256
-    max_header_kb: int = 64
+    max_body_mb: int = LIMITS[0].default
+    max_header_kb: int = LIMITS[1].default
 
     @classmethod
     def from_options(cls, options: Any) -> Limits:

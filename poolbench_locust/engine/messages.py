@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from poolbench_locust.run_state import state_of
+
 MESSAGE_LIMIT = 300
 """Characters of one message shown; the rest is cut and marked."""
 DISTINCT_MESSAGES = 100
@@ -73,8 +75,7 @@ class FailureRows:
 
 def failure_rows(owner: object) -> FailureRows:
     """The FailureRows of an environment (one per Locust process), made on first use."""
-    rows = getattr(owner, "poolbench_failure_rows", None)
-    if rows is None:
-        rows = FailureRows()
-        owner.poolbench_failure_rows = rows  # type: ignore[attr-defined]
-    return rows
+    state = state_of(owner)
+    if state.failure_rows is None:
+        state.failure_rows = FailureRows()
+    return state.failure_rows

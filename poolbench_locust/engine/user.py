@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import traceback
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -21,26 +20,23 @@ from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
 
-from poolbench_locust.access import Access, access_for
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine import answer as checks
 from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
-from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.context import RequestContext
+from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 from poolbench_locust.wire import (
-    BINARY_ENCODINGS,
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
 )
-from poolbench_locust.workload import PreparedRequest, request_pool
-from poolbench_locust.workload.arrival import OPEN_LOOP, Schedule
-from poolbench_locust.workload.source_options import SourceOptions
-from poolbench_locust.workload.sources import dataset_for
-from poolbench_locust.workload.tokens import counter_for
-from poolbench_locust.workload.warmup import WARMUP
+from poolbench_locust.workload import PreparedRequest
+from poolbench_locust.workload.arrival import open_loop_of
+from poolbench_locust.workload.warmup import warmup_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,84 +54,6 @@ that stays usable."""
 FOLLOWED_REDIRECTS = frozenset({307, 308})
 """The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
 whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
-
-
-@dataclass
-class Plan:
-    """What every user of one User class shares under one set of options."""
-
-    settings: Settings
-    route: str
-    label: str
-    headers: dict[str, str]
-    requests: list[PreparedRequest]
-    client_token_source: str
-    """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
-    access: Access
-    """The API key sent (in `headers`) and the TLS checks of the host."""
-    limits: Limits = field(default_factory=Limits)
-    dims: int | None = None
-    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
-    schedule: Schedule | None = None
-    """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
-
-    @property
-    def secrets(self) -> tuple[str | None, ...]:
-        """What no message, log line or report may show."""
-        return (self.access.api_key, self.access.host_password)
-
-
-def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
-    """Raise OptionError for a combination the User class's endpoint cannot serve."""
-    endpoint = user_class.endpoint
-    if settings.encoding_format not in endpoint.encodings:
-        kinds = ", ".join(sorted(endpoint.encodings))
-        raise OptionError(
-            "--encoding-format",
-            f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
-        )
-    if (refused := endpoint.refused_option(settings)) is not None:
-        flag, why = refused
-        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
-        given = flag if value is True else f"{flag} {value}"
-        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
-
-
-_plans: dict[tuple[type, Settings, str | None, Access, Limits, SourceOptions], Plan] = {}
-
-
-def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
-    """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
-    settings = Settings.from_options(options)
-    target = host or user_class.host or getattr(options, "host", None)
-    access = access_for(options, settings.api_key, target)
-    limits = Limits.from_options(options)
-    sources = SourceOptions.from_options(options)
-    key = (user_class, settings, target, access, limits, sources)
-    if (plan := _plans.get(key)) is None:
-        check_settings(user_class, settings)
-        endpoint = user_class.endpoint
-        counter = counter_for(settings, target, access.api_key)
-        route = settings.endpoint_path or endpoint.route
-        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
-        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
-        if access.api_key:
-            headers["Authorization"] = f"Bearer {access.api_key}"
-        dataset = dataset_for(settings, endpoint.shape, counter, sources)
-        plan = Plan(
-            settings=settings,
-            route=route,
-            label=user_class.request_name or route,
-            headers=headers,
-            requests=request_pool(endpoint, settings, dataset, counter),
-            client_token_source=counter.source,
-            access=access,
-            limits=limits,
-            dims=settings.dimensions,
-            schedule=getattr(dataset, "schedule", None),
-        )
-        _plans[key] = plan
-    return plan
 
 
 def _content_type(headers: Any) -> str:
@@ -185,10 +103,12 @@ class EndpointUser(FastHttpUser):
     request_name: ClassVar[str | None] = None
 
     def __init__(self, environment: Any) -> None:
-        # Options are checked when Locust starts (poolbench_locust.hooks); a bad value typed into the
+        # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
-            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host)
+            self.plan: Plan | None = plan_for(
+                type(self), environment.parsed_options, environment.host, state_of(environment)
+            )
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e
@@ -205,6 +125,8 @@ class EndpointUser(FastHttpUser):
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
         agent.max_redirects = MAX_REDIRECTS
         self._failure_rows = messages.failure_rows(environment)
+        self._open_loop = open_loop_of(environment)
+        self._warmup = warmup_of(environment)
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
         # about a tenth of a small request's client CPU (bench/client_cost.py).
         agent.cookiejar = None
@@ -231,11 +153,11 @@ class EndpointUser(FastHttpUser):
         if not settings.open_loop:
             self.measure(self._next_request(plan))
             return
-        if (arrival := OPEN_LOOP.next_arrival(self.environment, settings, plan.schedule)) is None:
+        if (arrival := self._open_loop.next_arrival(self.environment, settings, plan.schedule)) is None:
             raise StopUser()  # the trace is over
         due, line = arrival
         req = self._next_request(plan) if line is None else plan.requests[line]
-        with OPEN_LOOP.slot(self.environment, settings):
+        with self._open_loop.slot(self.environment, settings):
             self.measure(req, due=due)
 
     def _next_request(self, plan: Plan) -> PreparedRequest:
@@ -256,7 +178,7 @@ class EndpointUser(FastHttpUser):
         exchange.begin(deadline, plan.settings.request_timeout)
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
+        warming = not self._warmup.counting  # counting starts where the stats were reset (workload.warmup)
         if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
             self.client.request_event = _UNCOUNTED
         try:
@@ -269,7 +191,7 @@ class EndpointUser(FastHttpUser):
                 stream=True,
                 catch_response=True,
             ) as resp:
-                context: dict[str, Any] = {"sequences": req.sequences}
+                context: RequestContext = {"sequences": req.sequences}
                 if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                     start = exchange.sent_at
                     origin = start if due is None else min(due, start)
@@ -312,7 +234,7 @@ class EndpointUser(FastHttpUser):
         resp: Any,
         req: PreparedRequest,
         start: float,
-        context: dict[str, Any],
+        context: RequestContext,
     ) -> tuple[int, str | None]:
         """Read the whole answer and judge it: (bytes received, failure message or None)."""
         if (error := getattr(resp, "error", None)) is not None:
@@ -383,3 +305,8 @@ class EndpointUser(FastHttpUser):
         body = self._read(resp, keep=False, head=head)
         plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source
+
+
+def endpoint_users(environment: Any) -> list[type[EndpointUser]]:
+    """The environment's User classes that this engine runs (a locustfile may mix in others)."""
+    return [u for u in environment.user_classes if issubclass(u, EndpointUser)]

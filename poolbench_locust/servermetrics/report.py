@@ -234,11 +234,6 @@ def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]]
     )
 
 
-def add_to_html(page: str, section: str) -> str:
-    index = page.rfind("</body>")
-    return page + section if index < 0 else page[:index] + section + page[index:]
-
-
 CONSOLE_COLUMNS = (
     "Server",
     "Kind",

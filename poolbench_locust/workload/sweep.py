@@ -8,8 +8,9 @@ import logging
 import sys
 from typing import Any
 
-from locust import LoadTestShape, events
+from locust import LoadTestShape
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 from locust.stats import calculate_response_time_percentile, diff_response_time_dicts
 
@@ -74,7 +75,7 @@ class SweepShape(LoadTestShape):
         return users, float(users)
 
     def _snapshot(self) -> dict[str, Any]:
-        from poolbench_locust.metrics.reporting import stats_of
+        from poolbench_locust.metrics.wiring import stats_of
 
         total = self.environment.runner.stats.total  # type: ignore[union-attr]
         return {
@@ -124,7 +125,6 @@ class SweepShape(LoadTestShape):
             writer.writerows(self.rows)
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return
@@ -152,3 +152,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
             shape.write(f"{prefix}_sweep.csv")
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

@@ -29,16 +29,16 @@ from typing import Any
 import gevent
 import gevent.event
 import orjson
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.run_state import state_of
 from poolbench_locust.workload.datasets import LengthFitter
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs
-from poolbench_locust.workload.source_options import SourceOptions
 from poolbench_locust.workload.tokens import TokenCounter
 
 logger = logging.getLogger("poolbench_locust")
@@ -81,10 +81,11 @@ class TraceSchedule:
 
     def arrivals(self, environment: Any) -> Iterator[tuple[float, int]]:
         """(perf_counter time due, line index) of this process's share of the lines, from now on."""
-        speed = SourceOptions.from_options(environment.parsed_options).trace_speed
-        index, count = SHARE.of(environment)
+        speed = Settings.from_options(environment.parsed_options).trace_speed
+        share = replay_of(environment).share
+        index, count = share.of(environment)
         # With workers, their common start on the master's wall clock: no worker's spawn time shifts its share.
-        start_at = SHARE.wait_for_start(environment) if count > 1 else None
+        start_at = share.wait_for_start(environment) if count > 1 else None
         start = perf_counter() + (start_at - time.time() if start_at is not None else 0.0)
         for line in range(index, len(self.seconds), count):
             yield start + self.seconds[line] / speed, line
@@ -249,9 +250,6 @@ class Share:
         return (self.index, self.count) if isinstance(getattr(environment, "runner", None), WorkerRunner) else (0, 1)
 
 
-SHARE = Share()
-
-
 class Ending:
     """Ends the run once every process has sent its share of the trace and had every answer."""
 
@@ -280,7 +278,7 @@ class Ending:
             self.sent,
             settings.trace,
             time.monotonic() - self.started,
-            SourceOptions.from_options(options).trace_speed,
+            settings.trace_speed,
         )
         if runner is None:
             return
@@ -289,7 +287,21 @@ class Ending:
         gevent.spawn(runner.quit if headless else runner.stop)
 
 
-ENDING = Ending()
+class Replay:
+    """This process's part in replaying a trace, for one run: its share of the lines and their common
+    start (a worker's), and when every process has sent its share (the master's, or the one process's)."""
+
+    def __init__(self) -> None:
+        self.share = Share()
+        self.ending = Ending()
+
+
+def replay_of(environment: Any) -> Replay:
+    """The run's trace replay (one per environment)."""
+    state = state_of(environment)
+    if state.trace is None:
+        state.trace = Replay()
+    return state.trace
 
 
 def trace_over(environment: Any, sent: int) -> None:
@@ -298,26 +310,26 @@ def trace_over(environment: Any, sent: int) -> None:
     if isinstance(runner, WorkerRunner):
         runner.send_message(OVER_MESSAGE, {"sent": sent})
     else:
-        ENDING.process_over(environment, sent)
+        replay_of(environment).ending.process_over(environment, sent)
 
 
 def _configured(environment: Environment) -> bool:
     try:
         return Settings.from_options(environment.parsed_options).trace is not None
     except OptionError:
-        return False  # said at start by poolbench_locust.hooks
+        return False  # said at start by poolbench_locust.start_checks
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    replay = replay_of(environment)
     if isinstance(runner, WorkerRunner):
 
         def take_share(msg: Any, **_: Any) -> None:
-            SHARE.reset(int(msg.data["index"]), int(msg.data["count"]))
+            replay.share.reset(int(msg.data["index"]), int(msg.data["count"]))
 
         def go(msg: Any, **_: Any) -> None:
-            SHARE.start_at = float(msg.data["start_at"])
-            SHARE.go.set()
+            replay.share.start_at = float(msg.data["start_at"])
+            replay.share.go.set()
 
         runner.register_message(SHARE_MESSAGE, take_share)
         runner.register_message(GO_MESSAGE, go)
@@ -325,24 +337,24 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
         def worker_over(msg: Any, **_: Any) -> None:
             sent = msg.data.get("sent") if isinstance(msg.data, dict) else None
-            ENDING.process_over(environment, sent if isinstance(sent, int) and sent >= 0 else 0)
+            replay.ending.process_over(environment, sent if isinstance(sent, int) and sent >= 0 else 0)
 
         def worker_ready(msg: Any, **_: Any) -> None:
-            ENDING.ready += 1
-            if ENDING.ready == ENDING.expected:
+            replay.ending.ready += 1
+            if replay.ending.ready == replay.ending.expected:
                 runner.send_message(GO_MESSAGE, {"start_at": time.time() + GO_LEAD_S})
 
         runner.register_message(OVER_MESSAGE, worker_over)
         runner.register_message(READY_MESSAGE, worker_ready)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if not _configured(environment):
         return
+    ending = replay_of(environment).ending
     if not isinstance(runner, MasterRunner):
-        ENDING.begin(1)
+        ending.begin(1)
         return
     # Sent before the spawn messages, on the same connection: a worker knows its share before its first user.
     workers = sorted(c.id for c in (*runner.clients.ready, *runner.clients.running, *runner.clients.spawning))
@@ -353,6 +365,11 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         )
         gevent.spawn(runner.stop)
         return
-    ENDING.begin(len(workers))
+    ending.begin(len(workers))
     for index, worker in enumerate(workers):
         runner.send_message(SHARE_MESSAGE, {"index": index, "count": len(workers)}, client_id=worker)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)

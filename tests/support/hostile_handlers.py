@@ -15,7 +15,7 @@ import os
 import socket
 import zlib
 
-from tests.hostile import read_request, response
+from tests.support.hostile import read_request, response
 
 STREAM_LIMIT = int(os.environ.get("HOSTILE_STREAM_LIMIT", 2 << 30))
 """Bytes any endless stream sends at most: far more than any bound the client keeps (smaller to

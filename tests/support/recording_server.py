@@ -1,6 +1,6 @@
 """A server that records when each request arrived and what it carried, for the trace tests.
 
-Served in a process of its own (`python -m tests.hostile tests.recording_server:recording`), so
+Served in a process of its own (`python -m tests.support.hostile tests.support.recording_server:recording`), so
 that its clock and its answers owe nothing to the client's gevent hub. Each POST is answered with
 a valid answer of its endpoint (embeddings or rerank), after RECORDING_DELAY_MS; `GET /arrivals`
 answers every request seen so far: its arrival time (time.time() once its body was read), route
@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 import orjson
 
-from tests.hostile import read_request, response
+from tests.support.hostile import read_request, response
 
 DELAY_S = float(os.environ.get("RECORDING_DELAY_MS", "5")) / 1000
 arrivals: list[dict[str, Any]] = []

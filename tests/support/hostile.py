@@ -6,7 +6,7 @@ whole behaviour as one function of a raw socket, so it can do what no well-behav
 
 In-process, `HostileServer(handler)` serves on 127.0.0.1 with gevent (the tests run under
 Locust's gevent patching, so a thread or an asyncio loop would block the hub). For tests whose
-client is another process, `python -m tests.hostile MODULE:HANDLER` serves the same handler in a
+client is another process, `python -m tests.support.hostile MODULE:HANDLER` serves the same handler in a
 process of its own and prints `hostile listening on http://127.0.0.1:PORT`.
 """
 
@@ -140,10 +140,10 @@ def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handl
 @contextmanager
 def server_process(target: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Serve MODULE:HANDLER in a process of its own (this module's main); yield its URL, stop it at the end."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", target],
+        [sys.executable, "-m", "tests.support.hostile", target],
         cwd=root, env={**os.environ, "PYTHONPATH": path, **(env or {})},
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
