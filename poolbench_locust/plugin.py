@@ -18,6 +18,7 @@ from poolbench_locust import (
     stop_timeout,
 )
 from poolbench_locust.charts import wiring as charts
+from poolbench_locust.engine import messages as failure_messages
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import tokengap
 from poolbench_locust.metrics import wiring as pooling
@@ -43,6 +44,7 @@ def setup(events: Events, pages: PageEvents) -> None:
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the
     # checks have passed it.
     trace.setup(events)
+    failure_messages.setup(events)  # the bounded failure rows start again with the stats
     # The one writer of the --html file, before every room that adds to it: Locust fires quitting
     # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
     locust_pages.setup(events)

@@ -32,7 +32,7 @@ MESSAGE_LIMIT = 500
 
 
 def _one_request(user_class: type[EndpointUser], environment: Environment) -> tuple[str, int, str | None] | None:
-    """Send the class's first prepared request: (its route, HTTP status or 0, failure message or None).
+    """Send the class's first prepared request: (the path requested, HTTP status or 0, failure message or None).
 
     None when the options are bad: the start checks stop the run with its own line for that.
     """
@@ -52,12 +52,12 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     finally:
         user.client.client.close()
     if not seen:  # the engine fires one event per request; should it ever not, the run shows why
-        return user.plan.route, 0, "no request event was fired"
+        return user.plan.path, 0, "no request event was fired"
     event = seen[-1]
     status = getattr(event.get("response"), "status_code", 0)
     error = event.get("exception")
     message = None if error is None else str(error)[:MESSAGE_LIMIT]
-    return user.plan.route, (status if isinstance(status, int) else 0), message
+    return user.plan.path, (status if isinstance(status, int) else 0), message
 
 
 def preflight_error(environment: Environment) -> str | None:

@@ -39,10 +39,11 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
                 f"{user_class.__name__}: declares no endpoint; set `endpoint = Endpoint(...)` "
                 "(poolbench_locust.endpoints.spec), or `abstract = True` on a base class"
             )
+        checked = options if options is not None else environment.parsed_options
         try:
-            plan_for(
-                user_class, options if options is not None else environment.parsed_options, run=state_of(environment)
-            )
+            # The host to check is the options' (the form's, in the web UI): a User class keeps the host
+            # of the run before, which Locust set on it, until the next spawn.
+            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, run=state_of(environment))
         except OptionError as e:
             return str(e)
     return None

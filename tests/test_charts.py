@@ -21,7 +21,7 @@ from locust.event import Events
 
 from poolbench_locust import EmbeddingsUser, locust_pages
 from poolbench_locust.charts import plot, svg, wiring
-from poolbench_locust.charts.figures import POOLING_CHARTS
+from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts
 from poolbench_locust.metrics import wiring as pooling_wiring
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
@@ -338,3 +338,17 @@ def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
     assert len(charts) == len(POOLING_CHARTS)
     (line,) = polylines(charts[0])
     assert len(line) >= len(samples) >= 3, "the master draws every second it sampled"
+
+
+def test_the_knee_labels_each_step_and_fits_its_x_axis_to_the_throughputs_reached():
+    steps = [
+        {"Step": n, "Target": users, "Requests/s": rate, "Input Tokens/s": rate * 100, "E2E 50%": p50, "E2E 99%": p99}
+        for n, users, rate, p50, p99 in ((1, 8, 410.0, 20, 30), (2, 16, 780.0, 22, 41), (3, 32, 801.0, 60, 190))
+    ]
+    chart = knee_charts(steps)[0]
+    assert re.findall(r'font-size="10" fill="[^"]+">([^<]+)</text>', chart) == ["#1 8", "#2 16", "#3 32"]
+    x_ticks = [float(t) for t in re.findall(r'y="214" text-anchor="middle">([\d.]+)</text>', chart)]
+    assert x_ticks and min(x_ticks) >= 380, x_ticks  # starts near the first step, not at 0
+    circles = [float(x) for x in re.findall(r'<circle cx="([\d.]+)"', chart)]
+    assert min(circles) > svg.MARGIN_LEFT + 10 and max(circles) < svg.WIDTH - svg.MARGIN_RIGHT - 10  # not on the frame
+    assert "E2E p50" in chart and "E2E p99" in chart and ">ms<" in chart  # legend and unit

@@ -252,8 +252,16 @@ def test_thirty_percent_more_delay_is_flagged_and_fails_the_gate(delayed_runs, t
     # Throughput falls too; on a loaded machine the client's slowdown can hide part of it in noise.
     assert rows["Requests/s"] == "*" or rows["Requests/s"].startswith("-"), done.stdout
     assert "Regression: slow.json: Aggregated: E2E 50% " in done.stderr and "beyond noise" in done.stderr
+    regressions = [line for line in done.stderr.splitlines() if line.startswith("Regression: ")]
+    # one request name: its figures are the total's, each listed once (not for the name and Aggregated)
+    assert sum(": E2E 50% " in line for line in regressions) == 1, regressions
+    assert not any("/v1/embeddings" in line for line in regressions), regressions
     html = page.read_text()
     assert html.count("<polyline") == 8  # four charts, two runs each
+    verdict = html[: html.index("<svg")]  # the verdict comes before the curves and the tables
+    assert "Failed the gate" in verdict and "Aggregated: E2E 50% " in verdict, verdict
+    assert html.count("<li>slow.json: Aggregated: ") == len(regressions)
+    assert "* worse" in html and "color:#c62828" in html  # a worse change is red, marked as such
     assert "<script" not in html and "src=" not in html and "href=" not in html
     # The other way round everything improved: improvements never fail the gate.
     better = compare_cli(str(delayed_runs["slow"]), str(delayed_runs["base"]), "--max-regression", "5%")

@@ -7,6 +7,7 @@ from typing import Any
 
 from locust.env import Environment
 
+from poolbench_locust import htmltables
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts, records_of, time_charts
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
@@ -41,13 +42,14 @@ def live_fragment(environment: Environment) -> str:
 def report_section(environment: Environment, ended: bool = False) -> str:
     charts = time_charts(records_of(history_of(environment).samples), POOLING_CHARTS)
     parts = [
-        f'<section id="{SECTION_ID}" style="font-family:sans-serif;margin:2em">',
+        htmltables.STYLE,
+        f'<section id="{SECTION_ID}" class="poolbench-section">',
         "<h2>Pooling charts</h2>",
         "<p>Throughput over Locust's current 10 s window; TTFB and E2E percentiles of the requests of the last "
         "10 s; sampled every second (further apart on long runs).</p>",
         grid(charts),
     ]
     if steps := sweep_steps(environment, ended):
-        parts += ["<h2>Sweep</h2>", grid(knee_charts(steps))]
+        parts += ["<h3>Sweep</h3>", grid(knee_charts(steps))]
     parts.append("</section>")
     return "".join(parts)

@@ -20,6 +20,7 @@ from poolbench_locust.locust_pages import (
     insert_before_body_end,
     web_base,
 )
+from poolbench_locust.metrics.columns import chooser_script
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -81,7 +82,7 @@ def _install_web_ui(environment: Environment) -> None:
         if response.mimetype != "text/html" or response.direct_passthrough:
             return response
         if request.path == f"{base}/":
-            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT))
+            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT + chooser_script()))
         return response
 
 

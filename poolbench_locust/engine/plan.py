@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from poolbench_locust.access import Access, access_for
-from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
 from poolbench_locust.workload import PreparedRequest, request_pool
@@ -26,6 +27,9 @@ class Plan:
 
     settings: Settings
     route: str
+    """The route of the User class (or --endpoint-path): the server's own name for it."""
+    path: str
+    """The path requested: the path of --host, then the route (engine/target.py)."""
     label: str
     headers: dict[str, str]
     requests: list[PreparedRequest]
@@ -34,6 +38,8 @@ class Plan:
     access: Access
     """The API key sent (in `headers`) and the TLS checks of the host."""
     limits: Limits = field(default_factory=Limits)
+    metadata_item_bytes: int = 0
+    """What each input may add to the answer's head beyond --max-header-kb: its `bytes` metadata item."""
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
     schedule: Schedule | None = None
@@ -77,8 +83,9 @@ def plan_for(
     if (plan := plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        counter = counter_for(settings, target, access.api_key)
         route = settings.endpoint_path or endpoint.route
+        path = request_path(target, route)  # before anything is asked of the host
+        counter = counter_for(settings, target, access.api_key)
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
         if access.api_key:
@@ -87,12 +94,14 @@ def plan_for(
         plan = Plan(
             settings=settings,
             route=route,
-            label=user_class.request_name or route,
+            path=path,
+            label=user_class.request_name or path,
             headers=headers,
             requests=request_pool(endpoint, settings, dataset, counter),
             client_token_source=counter.source,
             access=access,
             limits=limits,
+            metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
             dims=settings.dimensions,
             schedule=getattr(dataset, "schedule", None),
         )

@@ -26,6 +26,7 @@ from poolbench_locust.engine import messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
+from poolbench_locust.engine.target import origin
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError
 from poolbench_locust.run_state import state_of
@@ -120,6 +121,9 @@ class EndpointUser(FastHttpUser):
             self.insecure = not self.plan.access.tls_verify
             self.ssl_context_factory = self.plan.access.ssl_context_factory()
         super().__init__(environment)
+        # Locust joins base URL and path as text; the plan's path already holds the host's own path.
+        if self.client.base_url:
+            self.client.base_url = origin(self.client.base_url)
         agent = self.client.client
         agent.valid_response_codes = ANY_STATUS
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
@@ -175,7 +179,7 @@ class EndpointUser(FastHttpUser):
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
-        exchange.begin(deadline, plan.settings.request_timeout)
+        exchange.begin(deadline, plan.settings.request_timeout, req.sequences * plan.metadata_item_bytes)
         start = perf_counter()
         origin = start if due is None else min(due, start)
         warming = not self._warmup.counting  # counting starts where the stats were reset (workload.warmup)
@@ -184,7 +188,7 @@ class EndpointUser(FastHttpUser):
         try:
             with self.client.request(
                 "POST",
-                plan.route,
+                plan.path,
                 name=plan.label,
                 data=req.body,
                 headers=plan.headers,
@@ -220,6 +224,8 @@ class EndpointUser(FastHttpUser):
                 meta["context"] = {**meta["context"], **context}
                 if failure is None:
                     resp.success()
+                elif warming:  # counted nowhere: it must take none of the failure rows' places either
+                    resp.failure(messages.clean(failure, plan.secrets))
                 else:
                     resp.failure(self._failure_rows.row(messages.clean(failure, plan.secrets)))
         finally:

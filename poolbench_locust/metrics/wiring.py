@@ -18,6 +18,7 @@ from locust.event import Events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
+from poolbench_locust import htmltables
 from poolbench_locust.locust_pages import (
     POOLING_SECTION,
     POOLING_TAB,
@@ -64,21 +65,12 @@ def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) ->
 
 
 def html_table(stats: PoolingStats) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in HEADER)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in HEADER) + "</tr>"
-        for r in rows(stats)
-    )
     slo = (
         ""
         if stats.slo is None
         else f"<p>Goodput: requests that met every objective of --slo {html.escape(str(stats.slo))}</p>"
     )
-    return (
-        '<section id="poolbench-pooling" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        f'<h2>Pooling statistics</h2>{slo}<table border="1" cellspacing="0" cellpadding="4">'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
-    )
+    return htmltables.section("poolbench-pooling", "Pooling statistics", slo + htmltables.table(HEADER, rows(stats)))
 
 
 def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:

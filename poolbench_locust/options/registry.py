@@ -191,7 +191,8 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--max-header-kb",
             whole(1),
             64,
-            "Largest response head (status line and headers), in KiB.",
+            "Largest response head (status line and headers), in KiB. A `bytes` answer's head may be larger "
+            "by the largest metadata header a valid answer to its batch can have.",
             label="Largest response head, KiB",
         ),
         flag(

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+import gevent
 from gevent.server import StreamServer
 
 if TYPE_CHECKING:  # importing ssl before Locust's monkey-patching breaks ssl (RecursionError)
@@ -160,6 +161,29 @@ def server_process(target: str, env: dict[str, str] | None = None) -> Iterator[s
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+Write = bytes | float
+"""One piece of an answer: bytes sent in one send, or a pause in seconds before the next piece."""
+
+
+def serve_in_writes(writes_of: Callable[[int], Iterable[Write]], connections: list[int]) -> Handler:
+    """A keep-alive handler that sends the n-th request's answer (n over all connections) as the
+    separate writes `writes_of(n)` gives, and appends each request's connection number to `connections`:
+    whether a request came on the connection of the one before is the server's to see."""
+    counter = itertools.count()
+
+    def handler(sock: socket.socket, conn: int) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each write its own segment
+        while read_request(sock) is not None:
+            connections.append(conn)
+            for piece in writes_of(next(counter)):
+                if isinstance(piece, bytes):
+                    sock.sendall(piece)
+                else:
+                    gevent.sleep(piece)
+
+    return handler
 
 
 def main() -> None:
