@@ -333,7 +333,7 @@ def test_sweep_steps_carry_the_precise_percentiles(mock_server_factory, tmp_path
     prefix, result, record = tmp_path / "sweep", tmp_path / "result.json", tmp_path / "times"
     record.mkdir()
     done = locust(
-        "-f", "tests/recording_locustfile.py", "--host", mock.url, "--headless", "--only-summary",
+        "-f", "tests/support/recording_locustfile.py", "--host", mock.url, "--headless", "--only-summary",
         "--batch-size", "1", "--sweep-users", "1,2", "--sweep-step-time", "3", "--stop-timeout", "5",
         "--csv", str(prefix), "--json-result", str(result),
         timeout=60, env={"RECORD_DIR": str(record)},

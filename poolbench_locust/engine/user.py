@@ -21,8 +21,7 @@ from locust.event import EventHook
 from locust.exception import StopUser
 
 from poolbench_locust.endpoints.spec import Endpoint
-from poolbench_locust.engine import answer as checks
-from poolbench_locust.engine import messages
+from poolbench_locust.engine import answer_checks, messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
@@ -272,9 +271,9 @@ class EndpointUser(FastHttpUser):
                 body, tokens, source = self._binary(plan, resp, req)
             else:
                 body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = checks.check_json(self.endpoint, body, req, settings).prompt_tokens
+                tokens = answer_checks.check_json(self.endpoint, body, req, settings)
                 source = "server"
-            header_tokens = checks.server_headers(headers, context)
+            header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
         if tokens is None:
@@ -300,16 +299,16 @@ class EndpointUser(FastHttpUser):
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
             try:
-                meta = checks.metadata(resp.headers)
+                meta = answer_checks.metadata(resp.headers)
             except BadResponse as e:  # still a whole request: its time and bytes include the body
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
-            head = checks.first_vector_size(meta) if settings.check_vectors else 0
+            head = answer_checks.first_vector_size(meta) if settings.check_vectors else 0
             body = self._read(resp, keep=False, head=head)
-            return body, checks.check_bytes(meta, body, req, settings), "metadata"
+            return body, answer_checks.check_bytes(meta, body, req, settings), "metadata"
         # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
-        head = (plan.dims * width if plan.dims else checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
+        head = (plan.dims * width if plan.dims else answer_checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
         body = self._read(resp, keep=False, head=head)
-        plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
+        plan.dims = answer_checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source
 
 
