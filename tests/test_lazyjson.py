@@ -16,7 +16,6 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.hostile import response
 
 import poolbench_locust as pb
 from poolbench_locust import lazyjson
@@ -25,6 +24,7 @@ from poolbench_locust.engine import answer_checks
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.lazyjson import Numbers
 from poolbench_locust.options import Settings
+from tests.support.hostile import response
 from tests.test_hostile_values import assert_failed_then_ok
 
 
