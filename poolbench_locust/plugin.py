@@ -25,7 +25,7 @@ from poolbench_locust.metrics import wiring as pooling
 from poolbench_locust.results import writer as json_result
 from poolbench_locust.servermetrics import wiring as server_metrics
 from poolbench_locust.webform import layout, validation
-from poolbench_locust.workload import arrival, sweep, warmup
+from poolbench_locust.workload import arrival, sweep, trace, warmup
 
 
 def setup(events: Events, pages: PageEvents) -> None:
@@ -41,6 +41,9 @@ def setup(events: Events, pages: PageEvents) -> None:
     embedded_mock.setup(events)
     preflight.setup(events)
     stop_timeout.setup(events)
+    # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the
+    # checks have passed it.
+    trace.setup(events)
     failure_messages.setup(events)  # the bounded failure rows start again with the stats
     # The one writer of the --html file, before every room that adds to it: Locust fires quitting
     # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from poolbench_locust.results.series import Series
     from poolbench_locust.servermetrics.wiring import State as ServerMetrics
     from poolbench_locust.workload.arrival import OpenLoop
+    from poolbench_locust.workload.trace import Replay
     from poolbench_locust.workload.warmup import Warmup
 
 ATTRIBUTE = "poolbench"
@@ -33,6 +34,8 @@ class RunState:
     open_loop: OpenLoop | None = None
     """This process's open-loop schedule (--request-rate), shared by its users."""
     warmup: Warmup | None = None
+    trace: Replay | None = None
+    """A replayed trace's share of this process and its ending (--dataset trace:; workload/trace.py)."""
     plans: dict[tuple[Any, ...], Plan] = field(default_factory=dict)
     """Each User class's plan, per set of options and host (engine/plan.py)."""
     warned: set[tuple[str, str]] = field(default_factory=set)

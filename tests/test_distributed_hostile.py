@@ -9,13 +9,10 @@ from __future__ import annotations
 import csv
 import itertools
 import logging
-import os
-import select
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import gevent
@@ -26,7 +23,7 @@ from locust.env import Environment
 
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.support.hostile import LISTENING, read_request, response
+from tests.support.hostile import read_request, response, server_process
 
 
 @pytest.fixture(autouse=True)
@@ -72,30 +69,8 @@ implausible_usage = _counting(0.0, hostile=True)
 slow = _counting(SLOW_ANSWER_S, hostile=False)
 
 
-@contextmanager
-def hostile_process(handler: str) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.hostile", f"tests.test_distributed_hostile:{handler}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 20)
-        line = proc.stdout.readline() if ready else ""
-        assert line.startswith(LISTENING), f"hostile server did not start: {line!r}"
-        yield line.removeprefix(LISTENING).strip()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def hostile_process(handler: str) -> AbstractContextManager[str]:
+    return server_process(f"tests.test_distributed_hostile:{handler}")
 
 
 def aggregated(path: Path) -> dict[str, str]:

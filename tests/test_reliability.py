@@ -390,11 +390,12 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--input-len": ("many", "must be a whole number >= 1, got 'many'"),
     "--input-len-range": ("4:x", "must be a whole number >= 1, got 'x'"),
     "--documents": ("-3", "must be a whole number >= 1, got -3"),
-    "--dataset": ("s3://bucket/data.jsonl", "must be 'random' or 'file:PATH'"),
+    "--dataset": ("s3://bucket/data.jsonl", "must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]'"),
     "--seed": ("-1", "must be a whole number >= 0, got -1"),
     "--request-rate": ("0", "must be a number > 0"),
     "--burstiness": ("-1", "must be a number >= 0"),
     "--max-concurrency": ("0", "must be a whole number >= 1, got 0"),
+    "--trace-speed": ("0", "must be a number > 0"),
     "--warmup": ("later", "must be a number >= 0, got 'later'"),
     "--sweep-rates": ("10,x", "must be numbers separated by commas"),
     "--sweep-users": ("8,0", "must be a whole number >= 1, got 0"),
@@ -413,7 +414,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--server-metrics-interval": ("0", "must be a number > 0"),
     "--json-result": (" ", "must be a file name, got an empty one"),
 }
-FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle"}
+FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--dataset-column"}
 """Options whose every text is a value argparse accepts."""
 CHECKED = [o.flag for o in ALL_OPTIONS if not o.is_flag and o.flag not in FREE_TEXT]
 

@@ -177,6 +177,7 @@ FORM_BAD_VALUES: dict[str, str] = {
     # values argparse accepts that the checks at start refuse
     "--ca-bundle": "/no/such/ca.pem",
     "--tokenizer": "/no/such/tokenizer.json",
+    "--dataset-column": "passage",  # the default --dataset random has no columns
     # the values of issue 21
     "--slo": "bogus",
     "--server-metrics": "ftp://x y",
@@ -186,6 +187,7 @@ FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
     {"--max-concurrency": "4"},
     {"--sweep-rates": "10,20", "--sweep-users": "4,8"},
     {"--embed-dtype": "float16"},
+    {"--request-rate": "5", "--dataset": "trace:requests.jsonl"},
 ]
 """Good values each, that the checks at start refuse together (the first flag is the one named)."""
 

@@ -101,7 +101,8 @@ BAD_FILES = [
     ("broken.jsonl", b'{"text": "a"}\n{"text": \n', r"broken.jsonl:2: not JSON"),
     ("header.csv", b"id,body\n1,a\n", r"header.csv:1: header has no column 'text'"),
     ("cell.csv", b'text\na\n\n""\n', r"cell.csv:\d+: field 'text' missing"),
-    ("inputs.parquet", b"x", r"must end in .txt, .jsonl or .csv"),
+    ("inputs.parquet", b"x", r"inputs.parquet: not a Parquet file"),
+    ("inputs.bin", b"x", r"must end in .txt, .jsonl, .csv or .parquet"),
 ]
 
 

@@ -12,7 +12,8 @@ from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
 from poolbench_locust.workload import PreparedRequest, request_pool
-from poolbench_locust.workload.datasets import dataset_for
+from poolbench_locust.workload.arrival import Schedule
+from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class Plan:
     """What each input may add to the answer's head beyond --max-header-kb: its `bytes` metadata item."""
     dims: int | None = None
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+    schedule: Schedule | None = None
+    """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -87,18 +90,20 @@ def plan_for(
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
         if access.api_key:
             headers["Authorization"] = f"Bearer {access.api_key}"
+        dataset = dataset_for(settings, endpoint.shape, counter)
         plan = Plan(
             settings=settings,
             route=route,
             path=path,
             label=user_class.request_name or path,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
+            requests=request_pool(endpoint, settings, dataset, counter),
             client_token_source=counter.source,
             access=access,
             limits=limits,
             metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
             dims=settings.dimensions,
+            schedule=getattr(dataset, "schedule", None),
         )
         plans[key] = plan
     return plan

@@ -152,15 +152,20 @@ class EndpointUser(FastHttpUser):
     def send(self) -> None:
         if (plan := self.plan) is None:
             return
-        self._next = (self._next + 1) % len(plan.requests)
-        req = plan.requests[self._next]
         settings = plan.settings
         if not settings.open_loop:
-            self.measure(req)
+            self.measure(self._next_request(plan))
             return
-        due = self._open_loop.next_send_time(self.environment, settings)
+        if (arrival := self._open_loop.next_arrival(self.environment, settings, plan.schedule)) is None:
+            raise StopUser()  # the trace is over
+        due, line = arrival
+        req = self._next_request(plan) if line is None else plan.requests[line]
         with self._open_loop.slot(self.environment, settings, due):
             self.measure(req, due=due)
+
+    def _next_request(self, plan: Plan) -> PreparedRequest:
+        self._next = (self._next + 1) % len(plan.requests)
+        return plan.requests[self._next]
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:
         """Send one prepared request and fire its one request event.

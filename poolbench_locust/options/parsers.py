@@ -83,9 +83,15 @@ def counts(text: str) -> tuple[int, ...]:
     return tuple(one(v) for v in text.split(",") if v.strip()) or (one(text),)
 
 
+DATASET_FORMS = ("file:", "trace:", "hf:")
+"""The forms of --dataset besides random, each followed by what it names."""
+
+
 def dataset(text: str) -> str:
-    if text != "random" and not (text.startswith("file:") and len(text) > 5):
-        raise argparse.ArgumentTypeError(f"must be 'random' or 'file:PATH', got {text!r}")
+    if text != "random" and not any(text.startswith(form) and len(text) > len(form) for form in DATASET_FORMS):
+        raise argparse.ArgumentTypeError(
+            f"must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]', got {text!r}"
+        )
     return text
 
 

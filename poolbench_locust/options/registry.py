@@ -244,8 +244,18 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--dataset",
             dataset,
             "random",
-            "random, or file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages) or .csv.",
+            "random; file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages), .csv, "
+            ".parquet or a datasets save_to_disk directory; hf:NAME[:SPLIT] from the local Hugging Face cache; "
+            "or trace:FILE.jsonl, timestamped requests replayed at their times (docs/traces.md).",
             label="Dataset",
+        ),
+        Option(
+            "--dataset-column",
+            str,
+            None,
+            "Column of a Parquet file or Hugging Face dataset that holds the texts (default: text; "
+            "rerank/score read query and documents).",
+            label="Text column of the dataset",
         ),
         Option(
             "--seed",
@@ -296,6 +306,13 @@ ALL_OPTIONS: tuple[Option, ...] = (
             None,
             "Open loop: requests in flight at most (the whole run).",
             label="Most requests in flight",
+        ),
+        Option(
+            "--trace-speed",
+            positive,
+            1.0,
+            "Replay a trace (--dataset trace:) this many times faster: 2 sends it in half its time.",
+            label="Trace speed",
         ),
     ),
     *group(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from functools import cached_property
 from typing import Any
 
 from poolbench_locust.options.parsers import OptionError
@@ -37,13 +38,32 @@ class _Checked:
                 opt = BY_FLAG[flag]
                 if values[opt.dest] != opt.default_value:
                     raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
-        if values["max_concurrency"] and not (values["request_rate"] or values["sweep_rates"]):
-            raise OptionError("--max-concurrency", "caps an open-loop run: give --request-rate or --sweep-rates")
+        if values["dataset"].startswith("trace:"):  # a trace says when each request leaves
+            for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
+                if values[BY_FLAG[flag].dest]:
+                    raise OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
+        if values["max_concurrency"] and not (
+            values["request_rate"] or values["sweep_rates"] or values["dataset"].startswith("trace:")
+        ):
+            raise OptionError(
+                "--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace"
+            )
+        if values["dataset_column"] is not None and not values["dataset"].startswith(("file:", "hf:")):
+            raise OptionError(
+                "--dataset-column",
+                f"names a column of a file or Hugging Face dataset; --dataset is {values['dataset']}",
+            )
         return Settings(**values)
 
     @property
+    def trace(self) -> str | None:
+        """The file of a replayed trace (--dataset trace:FILE), else None."""
+        dataset: str = self.dataset  # type: ignore[attr-defined]
+        return dataset.removeprefix("trace:") if dataset.startswith("trace:") else None
+
+    @cached_property  # asked on every request
     def open_loop(self) -> bool:
-        return bool(self.request_rate or self.sweep_rates)  # type: ignore[attr-defined]
+        return bool(self.request_rate or self.sweep_rates or self.trace)  # type: ignore[attr-defined]
 
     @property
     def binary(self) -> bool:

@@ -9,15 +9,19 @@ time, as wrk2 does: the wait is part of the latency a client would see, and is r
 
 The schedule also keeps a `Tally` of what it asked for and what left, and when: metrics/pacing.py
 reads it to say when the client, not the server, is what holds the rate down.
+
+A trace (workload/trace.py) is another arrival process: its lines' times instead of gamma gaps, each
+arrival naming its line. It flows through the same queue, slots and late sends; when it is over,
+the users waiting for an arrival stop, and the trace is told once every answer is in.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 from gevent.event import Event
@@ -28,6 +32,21 @@ from poolbench_locust.options import Settings
 from poolbench_locust.run_state import state_of
 
 RATE_MESSAGE = "poolbench_rate"
+
+Arrival = tuple[float, "int | None"]
+"""The perf_counter time a request is due, and the trace's line it sends (None: the rate's)."""
+
+
+class Schedule(Protocol):
+    """A finite arrival process: a trace."""
+
+    def arrivals(self, environment: Any) -> Iterable[tuple[float, int]]:
+        """(perf_counter time due, line) of this process's arrivals, from now on."""
+        ...
+
+    def over(self, environment: Any, sent: int) -> None:
+        """This process sent its `sent` arrivals and every answer is in."""
+        ...
 
 
 class Tally:
@@ -67,7 +86,8 @@ class OpenLoop:
         if self._dispatcher is not None:
             self._dispatcher.kill(block=False)
         self._dispatcher = None
-        self._due: Queue[float] = Queue()
+        self._due: Queue[Arrival | None] = Queue()
+        """Arrivals due and not yet taken; None once a schedule is over (it stays for the next taker)."""
         self.in_flight = 0
         self._freed = Event()
         self._rng = random.Random(seed)
@@ -78,27 +98,51 @@ class OpenLoop:
         here = runner.user_count if runner is not None else 0
         return min(here / total, 1.0) if total and here else 1.0
 
-    def _dispatch(self, environment: Any, settings: Settings) -> None:
+    def _rate_arrivals(self, environment: Any, settings: Settings) -> Iterator[Arrival]:
         due = perf_counter()
         while True:
-            if (wait := due - perf_counter()) > 0:
-                gevent.sleep(wait)
-            self._due.put(due)
-            if self.tally.counting:
-                self.tally.scheduled += 1
+            yield due, None
             rate = (self.rate_override or settings.request_rate or 1.0) * self._share(environment)
             due += self._rng.gammavariate(settings.burstiness, 1.0 / (rate * settings.burstiness))
 
-    def next_send_time(self, environment: Any, settings: Settings) -> float:
-        """Block until an arrival is due; return the perf_counter time it was due (maybe in the past)."""
-        if self._dispatcher is None or self._dispatcher.dead:
-            self._dispatcher = gevent.spawn(self._dispatch, environment, settings)
+    def _dispatch(self, environment: Any, settings: Settings, schedule: Schedule | None) -> None:
+        sent = 0
+        arrivals = schedule.arrivals(environment) if schedule else self._rate_arrivals(environment, settings)
+        for due, line in arrivals:
+            if (wait := due - perf_counter()) > 0:
+                gevent.sleep(wait)
+            self._due.put((due, line))
+            sent += 1
+            if self.tally.counting:
+                self.tally.scheduled += 1
+        # Taken from the queue, an arrival is in flight before its taker yields (slot() counts it).
+        while len(self._due) or self.in_flight:
+            self._freed.clear()
+            self._freed.wait(0.05)
+        self._due.put(None)
+        if schedule is not None:
+            schedule.over(environment, sent)
+
+    def next_arrival(self, environment: Any, settings: Settings, schedule: Schedule | None = None) -> Arrival | None:
+        """Block until an arrival is due: (the perf_counter time it was due, maybe in the past; the schedule's
+        line or None). None once `schedule` is over."""
+        if self._dispatcher is None or (self._dispatcher.dead and not self._dispatcher.successful()):
+            self._dispatcher = gevent.spawn(self._dispatch, environment, settings, schedule)
         tally = self.tally
         tally.idle_users += 1
         try:
-            return self._due.get()
+            arrival = self._due.get()
         finally:
             tally.idle_users -= 1
+        if arrival is None:
+            self._due.put(None)  # every user waiting, and any that asks later, learns it too
+        return arrival
+
+    def next_send_time(self, environment: Any, settings: Settings) -> float:
+        """Block until an arrival of the rate is due; return the perf_counter time it was due (maybe in the past)."""
+        arrival = self.next_arrival(environment, settings)
+        assert arrival is not None, "the rate's arrivals never end"
+        return arrival[0]
 
     def current_rate(self, environment: Any, request_rate: float | None) -> float:
         """This process's target now, requests/s: its share of the run's rate (or of the sweep step's)."""

@@ -1,4 +1,5 @@
-"""Where the inputs come from: random text of a given length, or a file of the user's.
+"""Where the inputs come from: random text of a given length, or a file of the user's (a table, a
+Hugging Face dataset: workload/corpus.py; a timestamped trace: workload/trace.py).
 
 A bad file stops the run at start with the file, the line and the field named, as an OptionError
 of --dataset, so that nothing is learned about a broken dataset in the middle of a test.
@@ -7,17 +8,17 @@ of --dataset, so that nothing is learned about a broken dataset in the middle of
 from __future__ import annotations
 
 import csv
-import io
 import random
-from collections.abc import Mapping
-from itertools import groupby
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.workload import corpus
+from poolbench_locust.workload.records import fail as _fail
+from poolbench_locust.workload.records import lines_of, record_inputs, text_field
 from poolbench_locust.workload.tokens import TokenCounter
 
 VOCABULARY = (
@@ -131,36 +132,42 @@ class FileDataset:
 
     def size_hint(self) -> int:
         per_request = 1 if self.shape != "texts" else max(self.settings.batch_size.lo, 1)
-        return min(max(32, -(-len(self.records) // per_request)), 10_000)
+        return min(max(32, -(-len(self.records) // per_request)), MOST_REQUESTS)
 
 
-def _fail(where: str, message: str) -> OptionError:
-    return OptionError("--dataset", f"{where}: {message}")
+def _csv_records(path: Path, shape: Shape, limit: int) -> list[Inputs]:
+    needed = {"texts": ["text"], "pairs": ["query", "document"]}.get(shape)
+    if needed is None:
+        raise _fail(str(path), "chat datasets must be .jsonl with a 'messages' field")
+    try:
+        with path.open(newline="", encoding="utf-8") as f:  # streamed: read as far as the pool goes
+            return _csv_rows(csv.DictReader(f), path, needed, limit)
+    except UnicodeDecodeError:
+        _decode(path)  # names the line
+        raise
 
 
-def _text_field(record: Any, field: str, where: str) -> str:
-    value = record.get(field) if isinstance(record, Mapping) else None
-    if not isinstance(value, str) or not value.strip():
-        raise _fail(where, f"field {field!r} missing or not a non-empty string")
-    return value
-
-
-def _jsonl_record(record: Any, shape: Shape, where: str) -> Inputs:
-    if shape == "texts":
-        return Inputs((_text_field(record, "text", where),))
-    if shape == "pairs":
-        query = _text_field(record, "query", where)
-        docs = record.get("documents")
-        if not isinstance(docs, list) or not docs or not all(isinstance(d, str) and d.strip() for d in docs):
-            raise _fail(where, "field 'documents' missing or not a non-empty list of strings")
-        return Inputs(tuple(docs), query=query)
-    messages = record.get("messages") if isinstance(record, Mapping) else None
-    if not isinstance(messages, list) or not messages:
-        raise _fail(where, "field 'messages' missing or not a non-empty list")
-    for message in messages:
-        if not isinstance(message, Mapping) or not isinstance(message.get("content"), str) or "role" not in message:
-            raise _fail(where, "field 'messages' holds an item without 'role' and string 'content'")
-    return Inputs(tuple(m["content"] for m in messages), messages=tuple(messages))
+def _csv_rows(reader: csv.DictReader[str], path: Path, needed: list[str], limit: int) -> list[Inputs]:
+    missing = [f for f in needed if f not in (reader.fieldnames or [])]
+    if missing:
+        raise _fail(f"{path}:1", f"header has no column {missing[0]!r}")
+    records: list[Inputs] = []
+    query, documents = "", []
+    for line, row in enumerate(reader, start=2):
+        fields = {f: text_field(row, f, f"{path}:{line}") for f in needed}
+        if "text" in fields:
+            records.append(Inputs((fields["text"],)))
+        else:  # consecutive rows with the same query are one query with its documents
+            if fields["query"] != query and documents:
+                records.append(Inputs(tuple(documents), query=query))
+                documents = []
+            query = fields["query"]
+            documents.append(fields["document"])
+        if len(records) >= limit:
+            return records
+    if documents:
+        records.append(Inputs(tuple(documents), query=query))
+    return records
 
 
 def _decode(path: Path) -> str:
@@ -172,58 +179,65 @@ def _decode(path: Path) -> str:
         raise _fail(f"{path}:{line}", "not UTF-8 text") from None
 
 
-def _csv_records(text: str, shape: Shape, path: Path) -> list[Inputs]:
-    reader = csv.DictReader(io.StringIO(text))
-    needed = {"texts": ["text"], "pairs": ["query", "document"]}.get(shape)
-    if needed is None:
-        raise _fail(str(path), "chat datasets must be .jsonl with a 'messages' field")
-    missing = [f for f in needed if f not in (reader.fieldnames or [])]
-    if missing:
-        raise _fail(f"{path}:1", f"header has no column {missing[0]!r}")
-    rows = []
-    for line, row in enumerate(reader, start=2):
-        rows.append((line, {f: _text_field(row, f, f"{path}:{line}") for f in needed}))
-    if shape == "texts":
-        return [Inputs((r["text"],)) for _, r in rows]
-    # consecutive rows with the same query are one query with its documents
-    return [
-        Inputs(tuple(r["document"] for _, r in group), query=query)
-        for query, group in ((q, list(g)) for q, g in groupby(rows, key=lambda lr: lr[1]["query"]))
-    ]
+MOST_REQUESTS = 10_000
+"""The most distinct requests a pool prepares from a file (FileDataset.size_hint)."""
 
 
-def load_file(path_text: str, shape: Shape) -> list[Inputs]:
-    path = Path(path_text)
-    if not path.is_file():
-        raise _fail(str(path), "no such file")
-    text = _decode(path)
-    suffix = path.suffix.lower()
-    if suffix == ".txt":
-        if shape == "pairs":
-            raise _fail(str(path), "rerank/score datasets need .jsonl (query, documents) or .csv (query, document)")
-        records = [Inputs((line,)) for line in text.splitlines() if line.strip()]
-        if shape == "chat":
-            records = [Inputs(r.texts, messages=({"role": "user", "content": r.texts[0]},)) for r in records]
-    elif suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                raise _fail(f"{path}:{number}", f"not JSON: {e}") from None
-            records.append(_jsonl_record(record, shape, f"{path}:{number}"))
-    elif suffix == ".csv":
-        records = _csv_records(text, shape, path)
-    else:
-        raise _fail(str(path), "must end in .txt, .jsonl or .csv")
-    if not records:
-        raise _fail(str(path), "holds no inputs")
+def records_wanted(settings: Settings, shape: Shape) -> int:
+    """Records a pool can use at most: reading stops there, so a corpus of any size costs the same memory."""
+    return MOST_REQUESTS * (settings.batch_size.hi if shape == "texts" else 1)
+
+
+def _jsonl_records(path: Path, shape: Shape, limit: int, column: str | None) -> list[Inputs]:
+    records = []
+    for number, line in lines_of(path):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise _fail(f"{path}:{number}", f"not JSON: {e}") from None
+        records.append(record_inputs(record, shape, f"{path}:{number}", column or "text"))
+        if len(records) >= limit:
+            break
     return records
 
 
-def dataset_for(settings: Settings, shape: Shape, counter: TokenCounter) -> Dataset:
-    if settings.dataset.startswith("file:"):
-        return FileDataset(load_file(settings.dataset.removeprefix("file:"), shape), settings, shape)
-    return RandomDataset(settings, shape, counter)
+def _txt_records(path: Path, shape: Shape, limit: int) -> list[Inputs]:
+    if shape == "pairs":
+        raise _fail(str(path), "rerank/score datasets need .jsonl (query, documents) or .csv (query, document)")
+    records = []
+    for _, line in lines_of(path):
+        texts = (line,)
+        records.append(
+            Inputs(texts, messages=({"role": "user", "content": line},)) if shape == "chat" else Inputs(texts)
+        )
+        if len(records) >= limit:
+            break
+    return records
+
+
+def load_file(path_text: str, shape: Shape, limit: int = MOST_REQUESTS, column: str | None = None) -> list[Inputs]:
+    """The first `limit` records of a file (or of a `datasets` save_to_disk directory), checked."""
+    path = Path(path_text)
+    if path.is_dir():
+        records = corpus.saved_records(path, shape, column, limit)
+    elif not path.is_file():
+        raise _fail(str(path), "no such file")
+    else:
+        suffix = path.suffix.lower()
+        if column is not None and suffix not in (".jsonl", ".parquet"):
+            raise OptionError(
+                "--dataset-column", f"names a field of a .jsonl, .parquet or saved dataset, not of {path}"
+            )
+        if suffix == ".txt":
+            records = _txt_records(path, shape, limit)
+        elif suffix == ".jsonl":
+            records = _jsonl_records(path, shape, limit, column)
+        elif suffix == ".csv":
+            records = _csv_records(path, shape, limit)
+        elif suffix == ".parquet":
+            records = corpus.parquet_records(path, shape, column, limit)
+        else:
+            raise _fail(str(path), "must end in .txt, .jsonl, .csv or .parquet, or be a save_to_disk directory")
+    if not records:
+        raise _fail(str(path), "holds no inputs")
+    return records

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
+import select
 import socket
+import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -131,6 +136,31 @@ def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handl
             sock.sendall(reply)
 
     return handler
+
+
+@contextmanager
+def server_process(target: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Serve MODULE:HANDLER in a process of its own (this module's main); yield its URL, stop it at the end."""
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.hostile", target],
+        cwd=root, env={**os.environ, "PYTHONPATH": path, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith(LISTENING), f"hostile server did not start: {line!r}"
+        yield line.removeprefix(LISTENING).strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 Write = bytes | float

@@ -1,0 +1,142 @@
+"""Inputs from the tables public corpora ship in (BEIR, MTEB, MS MARCO): Parquet files, directories
+written by `datasets`' save_to_disk, and Hugging Face datasets already in the local cache.
+
+Rows are read in batches and reading stops at the records a pool can use (datasets.records_wanted):
+a Parquet file is streamed by pyarrow's iter_batches, a saved or cached dataset is memory-mapped by
+`datasets`, so a corpus of any size costs the same memory. Nothing is ever downloaded: `hf:` reads
+the local cache only, with the Hub switched off before `datasets` is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from poolbench_locust.endpoints.spec import Inputs, Shape
+from poolbench_locust.options import OptionError
+from poolbench_locust.workload.records import fail, record_inputs
+
+BATCH_ROWS = 1024
+"""Rows converted to Python at a time."""
+PARQUET_BUFFER = 1 << 20
+EXTRA = "pip install 'poolbench-locust[datasets]'"
+
+
+def columns_for(shape: Shape, column: str | None) -> list[str]:
+    if column is not None and shape != "texts":
+        raise OptionError(
+            "--dataset-column",
+            "names the column of the texts to embed or classify; rerank/score read 'query' and 'documents', "
+            "chat embeddings 'messages'",
+        )
+    return {"texts": [column or "text"], "pairs": ["query", "documents"], "chat": ["messages"]}[shape]
+
+
+def _missing(where: str, names: Iterable[str], wanted: list[str]) -> None:
+    have = list(names)
+    for name in wanted:
+        if name not in have:
+            hint = "; name the text column with --dataset-column" if wanted == ["text"] else ""
+            raise fail(where, f"no column {name!r} (its columns: {', '.join(have) or 'none'}){hint}")
+
+
+def _records(
+    rows: Iterator[Mapping[str, Any]], shape: Shape, columns: list[str], where: str, limit: int
+) -> list[Inputs]:
+    records = []
+    for number, row in enumerate(rows):
+        records.append(record_inputs(row, shape, f"{where} row {number}", columns[0]))
+        if len(records) >= limit:
+            break
+    return records
+
+
+def parquet_records(path: Path, shape: Shape, column: str | None, limit: int) -> list[Inputs]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise fail(str(path), f"reading Parquet needs pyarrow: {EXTRA}") from None
+    columns = columns_for(shape, column)
+    try:
+        # Buffered reads page by page: unbuffered, pyarrow reads a row group's whole column chunk at once
+        # (a file of 250 MB in one row group cost 83 MB to take 10,000 rows; buffered, 23 MB).
+        table = pq.ParquetFile(path, buffer_size=PARQUET_BUFFER, pre_buffer=False)
+    except Exception as e:  # pyarrow raises its own ArrowInvalid and OSError kinds for a file that is not Parquet
+        raise fail(str(path), f"not a Parquet file: {e}") from None
+    _missing(str(path), table.schema_arrow.names, columns)
+
+    def rows() -> Iterator[Mapping[str, Any]]:
+        for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            yield from batch.to_pylist()
+
+    return _records(rows(), shape, columns, str(path), limit)
+
+
+def _datasets_offline() -> Any:
+    """`datasets`, with the Hub switched off: it reads files and the cache, and never downloads."""
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        import datasets
+    except ImportError:
+        raise OptionError("--dataset", f"reading a Hugging Face dataset needs the datasets package: {EXTRA}") from None
+    # Imported before us (by a locustfile, a test), both libraries read the environment then: set their flags.
+    # huggingface_hub refuses every HTTP request with its flag set.
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = True
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    return datasets
+
+
+def _split(found: Any, where: str, split: str | None) -> Any:
+    """One split of a DatasetDict: the named one, else the only one or 'train'."""
+    if not hasattr(found, "keys"):
+        return found
+    names = list(found.keys())
+    chosen = split or ("train" if "train" in names else names[0] if len(names) == 1 else None)
+    if chosen not in names:
+        raise fail(where, f"no split {chosen!r} (its splits: {', '.join(names)}); name one as hf:NAME:SPLIT")
+    return found[chosen]
+
+
+def _dataset_records(dataset: Any, shape: Shape, column: str | None, where: str, limit: int) -> list[Inputs]:
+    columns = columns_for(shape, column)
+    _missing(where, dataset.column_names, columns)
+
+    def rows() -> Iterator[Mapping[str, Any]]:
+        for batch in dataset.select_columns(columns).iter(batch_size=BATCH_ROWS):
+            for index in range(len(batch[columns[0]])):
+                yield {name: batch[name][index] for name in columns}
+
+    return _records(rows(), shape, columns, where, limit)
+
+
+def saved_records(path: Path, shape: Shape, column: str | None, limit: int) -> list[Inputs]:
+    """A directory written by Dataset.save_to_disk (or DatasetDict's: its train split)."""
+    datasets = _datasets_offline()
+    try:
+        found = datasets.load_from_disk(str(path))
+    except FileNotFoundError as e:
+        raise fail(str(path), f"a directory, but not one written by datasets' save_to_disk: {e}") from None
+    return _dataset_records(_split(found, str(path), None), shape, column, str(path), limit)
+
+
+def hub_records(name_and_split: str, shape: Shape, column: str | None, limit: int) -> list[Inputs]:
+    """hf:NAME[:SPLIT] from the local Hugging Face cache only."""
+    name, _, split = name_and_split.partition(":")
+    where = f"hf:{name}"
+    datasets = _datasets_offline()
+    try:
+        found = datasets.load_dataset(name, split=split or None)
+    except (ConnectionError, FileNotFoundError) as e:
+        raise fail(
+            where,
+            f"not in the local Hugging Face cache ({datasets.config.HF_DATASETS_CACHE}), and nothing is "
+            f"downloaded: load it once where the Hub is reachable, or give file:DIR of save_to_disk ({e})",
+        ) from None
+    except ValueError as e:  # an unknown split
+        raise fail(where, str(e)) from None
+    return _dataset_records(_split(found, where, split or None), shape, column, where, limit)
