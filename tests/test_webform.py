@@ -47,6 +47,7 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
         "Sweep",
         "Checks",
         "Server metrics",
+        "Prometheus",
     ]
 
 

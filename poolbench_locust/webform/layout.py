@@ -98,6 +98,14 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("--server-metrics-interval", "Seconds between scrapes"),
         ),
     ),
+    (
+        "Prometheus",
+        (
+            ("--prometheus-port", "Prometheus port, set at launch"),
+            ("--prometheus-host", "Prometheus interface, set at launch"),
+            ("--prometheus-linger", "Seconds up after the run, set at launch"),
+        ),
+    ),
 )
 OTHER = "Other"
 """The group of an option no group names (a locustfile's own, say): labelled with its flag."""
