@@ -7,19 +7,23 @@
    design not taken, prometheus_client Counters and Histograms updated on every request event.
 2. Per scrape: building the page from stats that hold `--requests` requests over three names (the
    custom collector walks each histogram's buckets), against prometheus_client's own metrics.
-3. A real run: one Locust process (users and endpoint share its gevent hub) against the bundled
-   mock, closed loop, no scrape / a scrape every 1 s / every 0.1 s, the three taking turns `--runs`
-   times; requests/s from the Pooling CSV, median per case, and how long the scrapes took.
+3. Real runs, side by side: two Locust processes at once (users and endpoint share each one's gevent
+   hub), closed loop, each against a mock of its own, one scraped every 1 s (or 0.1 s) and one not,
+   `--runs` pairs; the ratio of their requests/s and of their CPU per request (median of the pairs),
+   and how long the scrapes took. On a shared machine run after run moves by tens of percent; the two
+   of a pair share whatever else runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from bench.collector_cost import contexts, timed
-from bench.common import Mock, csv_row, machine_line, run, table, write_result
+from bench.common import CHILD_ENV, ROOT, Mock, csv_row, machine_line, table, write_result
 from poolbench_locust.exporter.series import BUCKETS_S, Gauges, PoolingCollector
 from poolbench_locust.metrics.collector import PoolingStats
 
@@ -123,30 +127,52 @@ while True:
 successful scrape's milliseconds."""
 
 
-def one_run(mock: Mock, seconds: float, interval: float | None) -> tuple[float, float, list[float]]:
-    """requests/s, the Locust process's CPU µs per request, and the scrapes' milliseconds."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp, open(f"{tmp}/scrapes", "w+") as out:
+@dataclass
+class Client:
+    """One Locust process of a pair, with or without a scraper beside it."""
+
+    mock: Mock
+    interval: float | None
+    tmp: str
+
+    def start(self, seconds: float) -> None:
+        port = free_port()
         cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--headless", "--only-summary"]
-        cmd += ["--host", mock.url, "-u", str(USERS), "-r", str(USERS), "-t", f"{seconds:g}s", "--csv", f"{tmp}/run"]
-        cmd += ["--prometheus-port", str(port), "--prometheus-host", "127.0.0.1", "--stop-timeout", "5"]
-        url = f"http://127.0.0.1:{port}/metrics"
-        scraper = None
-        if interval:
-            scraper = subprocess.Popen([sys.executable, "-c", SCRAPER, url, str(interval)], stdout=out)
-        try:
-            finished = run(cmd, seconds + 60)
-        finally:
-            if scraper is not None:
-                scraper.terminate()
-                scraper.wait()
-        if finished.returncode != 0:
-            raise RuntimeError(finished.stderr[-3000:])
-        row = csv_row(f"{tmp}/run_stats.csv")
-        out.seek(0)
-        took = [float(line) for line in out.read().split()]
-    requests = int(row["Request Count"])
-    return float(row["Requests/s"]), finished.cpu_s / max(requests, 1) * 1e6, took
+        cmd += ["--host", self.mock.url, "-u", str(USERS), "-r", str(USERS), "-t", f"{seconds:g}s"]
+        cmd += ["--csv", f"{self.tmp}/run", "--stop-timeout", "5"]
+        cmd += ["--prometheus-port", str(port), "--prometheus-host", "127.0.0.1"]
+        with open(f"{self.tmp}/log", "w") as log:
+            self.locust = subprocess.Popen(cmd, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL, stderr=log)
+        self.scraper = None
+        if self.interval:
+            url = f"http://127.0.0.1:{port}/metrics"
+            with open(f"{self.tmp}/scrapes", "w") as out:
+                self.scraper = subprocess.Popen([sys.executable, "-c", SCRAPER, url, str(self.interval)], stdout=out)
+
+    def finish(self) -> tuple[float, float, list[float]]:
+        """requests/s, the Locust process's CPU µs per request, and the scrapes' milliseconds."""
+        _, status, usage = os.wait4(self.locust.pid, 0)
+        if self.scraper is not None:
+            self.scraper.terminate()
+            self.scraper.wait()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(Path(f"{self.tmp}/log").read_text()[-3000:])
+        row = csv_row(f"{self.tmp}/run_stats.csv")
+        took = [float(x) for x in Path(f"{self.tmp}/scrapes").read_text().split()] if self.interval else []
+        cpu_us = (usage.ru_utime + usage.ru_stime) / max(int(row["Request Count"]), 1) * 1e6
+        return float(row["Requests/s"]), cpu_us, took
+
+
+def pair(mocks: tuple[Mock, Mock], seconds: float, interval: float, swap: bool) -> dict[str, Any]:
+    """A client without scrapes and one scraped every `interval` s, at the same time, each on a mock of
+    its own (swapped every other pair): whatever else loads the machine loads both."""
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        plain = Client(mocks[swap], None, a)
+        scraped = Client(mocks[not swap], interval, b)
+        plain.start(seconds)
+        scraped.start(seconds)
+        (rate0, cpu0, _), (rate1, cpu1, took) = plain.finish(), scraped.finish()
+    return {"rate": rate1 / rate0, "cpu": cpu1 / cpu0, "took": took, "rates": (rate0, rate1)}
 
 
 def main() -> None:
@@ -154,7 +180,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
     figures = in_process(args.requests, args.rounds)
@@ -174,39 +200,34 @@ def main() -> None:
     )
     print(f"({figures['histogram_buckets']:,} pooling-histogram buckets walked per scrape)\n")
 
-    cases = {"no scrape": None, "scrape every 1 s": 1.0, "scrape every 0.1 s": 0.1}
-    rates: dict[str, list[float]] = {c: [] for c in cases}
-    cpu: dict[str, list[float]] = {c: [] for c in cases}
-    took: dict[str, list[float]] = {c: [] for c in cases}
-    with Mock() as mock:
-        for _ in range(args.runs):
-            for case, interval in cases.items():  # taking turns: the machine's other load hits all alike
-                rate, cpu_us, times = one_run(mock, args.seconds, interval)
-                rates[case].append(rate)
-                cpu[case].append(cpu_us)
-                took[case].extend(times)
-    base, base_cpu = statistics.median(rates["no scrape"]), statistics.median(cpu["no scrape"])
+    intervals = {"scrape every 1 s": 1.0, "scrape every 0.1 s": 0.1}
+    pairs: dict[str, list[dict[str, Any]]] = {case: [] for case in intervals}
+    with Mock() as one, Mock() as two:
+        for i in range(args.runs):
+            for case, interval in intervals.items():
+                pairs[case].append(pair((one, two), args.seconds, interval, swap=bool(i % 2)))
     rows = []
-    for case in cases:
-        median, cpu_us = statistics.median(rates[case]), statistics.median(cpu[case])
-        scrape = f"{statistics.median(took[case]):.1f} / {max(took[case]):.1f}" if took[case] else ""
+    for case, results in pairs.items():
+        took = [t for r in results for t in r["took"]]
         rows.append(
             [
                 case,
-                f"{median:.0f}",
-                f"{100 * (median / base - 1):+.1f} %",
-                f"{cpu_us:.0f}",
-                f"{100 * (cpu_us / base_cpu - 1):+.1f} %",
-                scrape,
-                str(len(took[case])),
+                f"{statistics.median(r['rates'][0] for r in results):.0f}",
+                f"{statistics.median(r['rates'][1] for r in results):.0f}",
+                f"{100 * (statistics.median(r['rate'] for r in results) - 1):+.1f} %",
+                f"{100 * (statistics.median(r['cpu'] for r in results) - 1):+.1f} %",
+                f"{statistics.median(took):.1f} / {max(took):.1f}" if took else "",
+                str(len(took)),
             ]
         )
-    print(f"One Locust process, {USERS} users, closed loop on the mock, {args.seconds:g} s, median of {args.runs}:")
-    headers = ["case", "requests/s", "vs none", "CPU µs/request", "vs none", "scrape ms (median / max)", "scrapes"]
+    print(
+        f"Two Locust processes side by side ({USERS} users each, closed loop, a mock each, {args.seconds:g} s), "
+        f"one scraped, one not; median of {args.runs} pairs:"
+    )
+    headers = ["case", "req/s plain", "req/s scraped", "req/s ratio", "CPU/request ratio", "scrape ms med/max", "n"]
     print(table(headers, rows))
     print(machine_line())
-    runs = {"requests_per_s": rates, "cpu_us_per_request": cpu, "scrape_took_ms": took}
-    out = write_result("prometheus_cost", {**figures, **runs, "users": USERS, "seconds": args.seconds})
+    out = write_result("prometheus_cost", {**figures, "pairs": pairs, "users": USERS, "seconds": args.seconds})
     print(f"wrote {out}")
 
 

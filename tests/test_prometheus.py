@@ -57,14 +57,15 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: floa
 
 def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_path: Path) -> None:
     """Open loop (so the target rate and the queue histogram exist), two request names, a master
-    with two --processes workers: what Prometheus stored from the last scrapes equals the CSV."""
+    with two --processes workers, a warm-up: what Prometheus stored from the last scrapes equals the
+    CSV, under the run that began when the warm-up ended."""
     port = free_port()
     jobs = {"poolbench": f"127.0.0.1:{port}", "model-server": f"127.0.0.1:{mock_server.port}"}
     with prometheus(jobs, tmp_path / "prometheus") as prom:
         log = tmp_path / "locust.log"
         argv = [
             *(sys.executable, "-m", "locust", "-f", "locustfiles/demo.py", "--headless", "--only-summary"),
-            *("-u", "8", "-r", "8", "-t", "6s", "--request-rate", "40", "--processes", "2"),
+            *("-u", "8", "-r", "8", "-t", "8s", "--request-rate", "40", "--processes", "2", "--warmup", "2"),
             *("--host", mock_server.url, "--csv", str(tmp_path / "run")),
             *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-linger", str(LINGER_S)),
         ]
@@ -81,6 +82,7 @@ def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_pa
             def value(expr: str) -> float:
                 return prom.value(expr, at)
 
+            assert [r["metric"]["run"] for r in prom.query("poolbench_run_info", at)] == ["2"], "after the warm-up's"
             assert value("count(count by (run) (poolbench_requests_total))") == 1
             assert value("sum(poolbench_requests_total)") == int(total["Request Count"])
             assert value('sum(poolbench_requests_total{result="failure"})') == int(total["Failure Count"])
