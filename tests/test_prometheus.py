@@ -29,7 +29,7 @@ from poolbench_locust.metrics.collector import SOURCES, Entry
 from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.reporting import stats_of
 from tests.harness import options
-from tests.prometheus_server import free_port, prometheus
+from tests.prometheus_server import Prometheus, free_port, prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "k8s" / "components" / "prometheus-operator" / "grafana-dashboard.json"
@@ -45,6 +45,22 @@ def read_csv(path: Path) -> dict[str, dict[str, str]]:
 def dashboard_exprs() -> list[str]:
     board = json.loads(DASHBOARD.read_text())
     return [t["expr"] for p in board["panels"] for t in p["targets"]]
+
+
+def assert_the_dashboard_has_data(prom: Prometheus, at: float, client_job: str, server_job: str) -> None:
+    """Each job is the one its variable finds, and every expression of the dashboard has data, all finite."""
+    board = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    for name, job in (("client_job", client_job), ("server_job", server_job)):
+        metric = variables[name]["definition"].removeprefix("label_values(").split(",")[0]
+        assert {r["metric"]["job"] for r in prom.query(metric, at)} == {job}
+    for expr in dashboard_exprs():
+        concrete = (
+            expr.replace("$client_job", client_job).replace("$server_job", server_job).replace("$__rate_interval", "1m")
+        )
+        result = prom.query(concrete, at)
+        assert result, f"no data for the dashboard's {expr}"
+        assert all(math.isfinite(float(r["value"][1])) for r in result), (expr, result)
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -103,22 +119,8 @@ def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_pa
             workers = prom.query("max_over_time(poolbench_client_cpu_percent[2m])", at)
             assert len(workers) == 3, f"the master and its two workers: {workers}"
 
-            # The dashboard: every expression has data, the client's from this run, the server's from the
-            # mock's /metrics (vLLM's names), each job picked by its variable.
-            board = json.loads(DASHBOARD.read_text())
-            variables = {v["name"]: v for v in board["templating"]["list"]}
-            for name, job in (("client_job", "poolbench"), ("server_job", "model-server")):
-                metric = variables[name]["definition"].removeprefix("label_values(").split(",")[0]
-                assert {r["metric"]["job"] for r in prom.query(metric, at)} == {job}
-            for expr in dashboard_exprs():
-                concrete = (
-                    expr.replace("$client_job", "poolbench")
-                    .replace("$server_job", "model-server")
-                    .replace("$__rate_interval", "1m")
-                )
-                result = prom.query(concrete, at)
-                assert result, f"no data for the dashboard's {expr}"
-                assert all(math.isfinite(float(r["value"][1])) for r in result), (expr, result)
+            # The dashboard: the server's series from the mock's /metrics (vLLM's names).
+            assert_the_dashboard_has_data(prom, at, "poolbench", "model-server")
             print(
                 "\nPrometheus sum(poolbench_input_tokens_total) =",
                 value("sum(poolbench_input_tokens_total)"),
@@ -173,7 +175,7 @@ def test_buckets_count_exactly_what_lies_below_each_bound(values_ms: list[float]
     for v in values_ms:
         histogram.add(v)
     buckets = series.Buckets()
-    buckets.add(histogram)
+    buckets.add(histogram, sorted(histogram.counts))
     cumulative = dict(buckets.cumulative())
     for bound in series.BUCKETS_S:
         below = sum(1 for v in values_ms if v < bound * 1000)
@@ -302,3 +304,35 @@ def test_scrape_over_http_is_the_exporters_own_registry(mock_server: Any) -> Non
         assert "python_gc" not in answer.text and "process_cpu" not in answer.text, "not the global registry"
     finally:
         exporter.close()
+
+
+def test_a_reset_during_a_scrape_leaves_the_page_with_the_run_it_began_with() -> None:
+    """The collector lets the users run between entries; a reset then (the end of warm-up, Reset stats)
+    must not put the new run's small figures under the old run's labels."""
+    environment = local_environment()
+    exporter = Exporter(environment)
+    environment.events.reset_stats.add_listener(exporter.next_run)
+    exporter.next_run()
+    for name in ("/a", "/b", "/c"):
+        for _ in range(5):
+            request(environment, name, 5.0)
+    before = scrape(exporter)
+    pauses = []
+
+    def users_run_meanwhile() -> None:
+        pauses.append(1)
+        if len(pauses) == 1:
+            environment.events.reset_stats.fire()
+            request(environment, "/b", 7.0)
+
+    exporter.collector._pause = users_run_meanwhile
+    during = scrape(exporter)
+    assert len(pauses) == 3, "a pause after each entry"
+
+    def of_the_run(page: dict[Any, float]) -> dict[Any, float]:
+        return {key: value for key, value in page.items() if "run" in dict(key[1])}
+
+    assert of_the_run(during) == of_the_run(before), "the page of the run it began with, whole"
+    after = scrape(exporter)
+    assert {dict(labels).get("run") for (n, labels), _ in after.items() if n == "poolbench_requests_total"} == {"2"}
+    assert sum_of(after, "poolbench_requests_total") == 1

@@ -70,6 +70,27 @@ _BOUND_KEYS = tuple(bucket_key(ms) for ms in _BOUNDS_MS)
 """The pooling-histogram bucket that starts at each bound: the values below a bound are the keys below it."""
 
 
+class SortedKeys:
+    """Each histogram's keys in order, sorted again only when it has new ones: a histogram's keys are
+    only ever added, and after a run's first seconds rarely, so most scrapes sort nothing."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[Histogram, list[int]]] = {}
+        self._used: set[int] = set()
+
+    def of(self, histogram: Histogram) -> list[int]:
+        kept = self._kept.get(id(histogram))
+        if kept is None or kept[0] is not histogram or len(kept[1]) != len(histogram.counts):
+            kept = self._kept[id(histogram)] = (histogram, sorted(histogram.counts))
+        self._used.add(id(histogram))
+        return kept[1]
+
+    def forget_the_unused(self) -> None:
+        """Drop the histograms this scrape did not read (a reset's old ones): none is kept alive here."""
+        self._kept = {k: v for k, v in self._kept.items() if k in self._used}
+        self._used = set()
+
+
 @dataclass
 class Buckets:
     """One or more pooling histograms in Prometheus' cumulative buckets, their sum and count."""
@@ -78,11 +99,10 @@ class Buckets:
     sum_ms: float = 0.0
     n: int = 0
 
-    def add(self, histogram: Histogram) -> None:
-        # A scrape's cost is this, for every histogram: sort the keys, and C-level passes over them
-        # (a Python loop over the keys took five times as long).
+    def add(self, histogram: Histogram, keys: list[int]) -> None:
+        """`keys`: the histogram's keys, sorted. A scrape's cost is this, for every histogram: C-level
+        passes over the keys (a Python loop over them took five times as long)."""
         counts = histogram.counts
-        keys = sorted(counts)
         in_order = list(map(counts.__getitem__, keys))
         running = list(accumulate(in_order))
         cumulative = self.cumulative_counts
@@ -108,7 +128,7 @@ class Figures:
     bytes: int = 0
     timings: dict[str, Buckets] = field(default_factory=dict)
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: Entry, sorted_keys: SortedKeys) -> None:
         self.requests += entry.requests
         self.failures += entry.failures
         for source, count in entry.tokens_by_source.items():
@@ -120,17 +140,19 @@ class Figures:
         for key, _, _ in TIMINGS:
             histogram = entry.timings[key]
             if histogram.n:
-                self.timings.setdefault(key, Buckets()).add(histogram)
+                self.timings.setdefault(key, Buckets()).add(histogram, sorted_keys.of(histogram))
 
 
-def by_label(stats: PoolingStats) -> dict[str, Figures]:
-    """The run's entries by label value: the first MAX_NAMES names (in the order they appeared, which
+def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], Any]) -> dict[str, Figures]:
+    """A run's entries by label value: the first MAX_NAMES names (in the order they appeared, which
     a run never changes) each under their own, the rest under OTHER; names that read alike once
-    cleaned add up, so no two series ever share their labels."""
+    cleaned add up, so no two series ever share their labels. `pause()` after each entry lets the
+    users run between them."""
     out: dict[str, Figures] = {}
-    for i, entry in enumerate(list(stats.entries.values())):
+    for i, entry in enumerate(entries):
         name = label(entry.name) if i < MAX_NAMES else OTHER
-        out.setdefault(name, Figures()).add(entry)
+        out.setdefault(name, Figures()).add(entry, sorted_keys)
+        pause()
     return out
 
 
@@ -147,15 +169,30 @@ class Gauges:
 class PoolingCollector(Collector):
     """prometheus_client's custom collector: every series built from the stats at scrape time."""
 
-    def __init__(self, stats: Callable[[], PoolingStats], run: Callable[[], int], gauges: Gauges) -> None:
+    def __init__(
+        self,
+        stats: Callable[[], PoolingStats],
+        run: Callable[[], int],
+        gauges: Gauges,
+        pause: Callable[[], Any] = lambda: None,
+    ) -> None:
+        """`pause`: gevent.sleep in a run, so that a scrape never holds the users for more than one
+        entry's histograms (a held hub would add its time to the requests in flight)."""
         self._stats = stats
         self._run = run
         self._gauges = gauges
+        self._pause = pause
+        self._sorted_keys = SortedKeys()
 
     def collect(self) -> Iterator[Metric]:
+        # All read before the first pause: a reset during the scrape (Entry objects are replaced, never
+        # emptied) leaves this page with the run it began with, and that run's counters never go down.
         stats, run = self._stats(), str(self._run())
-        yield from self._counters(by_label(stats), run)
-        yield from self._gauge_families(stats, run)
+        entries, start_time = list(stats.entries.values()), stats.start_time
+        figures = by_label(entries, self._sorted_keys, self._pause)
+        self._sorted_keys.forget_the_unused()
+        yield from self._counters(figures, run)
+        yield from self._gauge_families(start_time, run)
 
     def _counters(self, figures: dict[str, Figures], run: str) -> Iterable[Metric]:
         common = ["name", "method", "run"]
@@ -182,7 +219,7 @@ class PoolingCollector(Collector):
                 histograms[key].add_metric(values, buckets.cumulative(), buckets.sum_ms / 1000)
         yield from (requests, tokens, sequences, body, *histograms.values())
 
-    def _gauge_families(self, stats: PoolingStats, run: str) -> Iterable[Metric]:
+    def _gauge_families(self, start_time: float, run: str) -> Iterable[Metric]:
         gauges = self._gauges
         if (users := gauges.users()) is not None:
             yield GaugeMetricFamily("poolbench_users", "Users running now.", value=users)
@@ -197,7 +234,7 @@ class PoolingCollector(Collector):
         start = GaugeMetricFamily(
             "poolbench_run_start_timestamp_seconds", "When this run's counting began (Unix time).", labels=["run"]
         )
-        start.add_metric([run], stats.start_time)
+        start.add_metric([run], start_time)
         yield start
         info = {k: label(v) for k, v in gauges.info().items()}
         family = GaugeMetricFamily("poolbench_run_info", "What this run sends, and where.", labels=["run", *info])

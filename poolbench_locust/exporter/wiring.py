@@ -66,13 +66,13 @@ class Exporter:
         self.environment = environment
         self.run = 0
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(
-            PoolingCollector(
-                lambda: stats_of(environment),
-                lambda: self.run,
-                Gauges(users=self._users, target_rate=self._target_rate, cpu=self._cpu, info=self._info),
-            )
+        self.collector = PoolingCollector(
+            lambda: stats_of(environment),
+            lambda: self.run,
+            Gauges(users=self._users, target_rate=self._target_rate, cpu=self._cpu, info=self._info),
+            pause=gevent.sleep,
         )
+        self.registry.register(self.collector)
         self.server: WSGIServer | None = None
 
     def next_run(self, **_: Any) -> None:
@@ -138,10 +138,6 @@ def _shown_host(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else ""
 
 
-def exporter_of(environment: Environment) -> Exporter | None:
-    return getattr(environment, "poolbench_exporter", None)
-
-
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # its figures reach the master, which serves them
@@ -153,7 +149,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         return
     if port is None:
         return
-    exporter = environment.poolbench_exporter = Exporter(environment)  # type: ignore[attr-defined]
+    exporter = Exporter(environment)
     try:
         exporter.listen(host or "", port)
     except OSError as e:
@@ -176,7 +172,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     linger_s = float(linger or 0)
 
     @events.quit.add_listener
-    def linger(**_: Any) -> None:
+    def stay_up_for_a_last_scrape(**_: Any) -> None:
         # quit comes last: the workers' final reports are merged and the Pooling CSV is written.
         if linger_s:
             logger.info("Prometheus endpoint: up %g s more for a last scrape (--prometheus-linger)", linger_s)

@@ -4,7 +4,6 @@ and every expression of the Grafana dashboard has data on vLLM's real series nam
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.prometheus_server import free_port, prometheus
-from tests.test_prometheus import LINGER_S, ROOT, dashboard_exprs, read_csv, wait_for
+from tests.test_prometheus import LINGER_S, ROOT, assert_the_dashboard_has_data, read_csv, wait_for
 
 pytestmark = pytest.mark.real
 
@@ -52,15 +51,7 @@ def test_prometheus_sees_the_client_beside_real_vllm(  # open loop: the target r
             tokens = prom.value("sum(poolbench_input_tokens_total)", at)
             assert tokens == int(total["Input Tokens"])
             assert prom.value('sum(vllm:prompt_tokens_total{job="vllm"})', at) - before == tokens
-            for expr in dashboard_exprs():
-                concrete = (
-                    expr.replace("$client_job", "poolbench")
-                    .replace("$server_job", "vllm")
-                    .replace("$__rate_interval", "1m")
-                )
-                result = prom.query(concrete, at)
-                assert result, f"no data for the dashboard's {expr}"
-                assert all(math.isfinite(float(r["value"][1])) for r in result), (expr, result)
+            assert_the_dashboard_has_data(prom, at, "poolbench", "vllm")
             assert proc.wait(timeout=LINGER_S + 30) == 0, log.read_text(errors="replace")[-4000:]
         finally:
             if proc.poll() is None:
