@@ -44,7 +44,7 @@ OPTIONS = (
         "--prometheus-host",
         str,
         "",
-        "Interface the Prometheus endpoint binds (empty: all, like Locust's --web-host).",
+        "Interface the Prometheus endpoint binds (empty or *: all, like Locust's --web-host).",
     ),
     Option(
         "--prometheus-linger",
@@ -149,6 +149,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         return
     if port is None:
         return
+    host = "" if host == "*" else host  # as Locust's --web-host: both mean every interface
     exporter = Exporter(environment)
     try:
         exporter.listen(host or "", port)
