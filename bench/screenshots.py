@@ -1,19 +1,18 @@
-"""Screenshots for README, in headless Chromium: the web UI's start form (custom parameters open),
-the Pooling tab with its live charts during a run, the HTML report's charts, and a sweep's knee.
+"""Screenshots for the docs, in headless Chromium: the web UI's start form (custom parameters open),
+the Pooling tab with its live charts during a run and the HTML report (each 1,400 and 1,000 px wide),
+the report's charts, and a sweep's knee.
 
     .venv/bin/python bench/screenshots.py       # about 90 s; needs chromium (apt-get install chromium)
 
 Everything runs on 127.0.0.1: the bundled mock in its own process (20 ms to the headers, the body
 trickled over 30 ms, so the curves show a server's times rather than loopback's), Locust's web UI,
-and Chromium driven over its DevTools protocol (websocket-client comes with Locust).
+and Chromium driven over its DevTools protocol by tests/support/browser.py's client.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,128 +20,21 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
-
-import websocket
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CHILD_ENV, PYTHON, ROOT, Mock
+from tests.support.browser import Browser, free_port, wait_http
 
 RESULTS = ROOT / "bench" / "results"
 LOCUST = str(Path(PYTHON).with_name("locust"))
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--hide-scrollbars",
-)
+WIDTHS = (1400, 1000)
+"""The report and the Pooling tab are shot at both: a wide screen and a laptop's window."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-class Browser:
-    """One headless Chromium page, driven over the DevTools protocol."""
-
-    def __init__(self, width: int) -> None:
-        self.profile = tempfile.mkdtemp(prefix="poolbench-chromium-")
-        port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                shutil.which("chromium") or "chromium",
-                *CHROMIUM_FLAGS,
-                f"--user-data-dir={self.profile}",
-                f"--remote-debugging-port={port}",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_http(f"http://127.0.0.1:{port}/json/version")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
-                page = next(t for t in json.load(r) if t["type"] == "page")
-            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
-        except BaseException:
-            self._stop_process()
-            raise
-        self.ids = 0
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.ids += 1
-        self.ws.send(json.dumps({"id": self.ids, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == self.ids:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def js(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
-        return result["result"].get("value")
-
-    def until(self, expression: str, seconds: float = 20) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.js(expression):
-            if time.monotonic() > deadline:
-                raise TimeoutError(expression)
-            time.sleep(0.2)
-
-    def goto(self, url: str) -> None:
-        self.call("Page.navigate", url=url)
-        self.until("document.readyState === 'complete'")
-
-    def shot(self, path: Path, selector: str | None = None, pad: int = 8) -> None:
-        """The element as PNG, or without a selector the window as it is (Locust's header included)."""
-        if selector is None:
-            data = self.call("Page.captureScreenshot", format="png")["data"]
-            path.write_bytes(base64.b64decode(data))
-            print(path.relative_to(ROOT))
-            return
-        box = self.js(
-            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-            " return [r.left + scrollX, r.top + scrollY, r.width, r.height]; })()"
-        )
-        x, y, w, h = box
-        clip = {"x": max(x - pad, 0), "y": max(y - pad, 0), "width": w + 2 * pad, "height": h + 2 * pad, "scale": 1}
-        data = self.call("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)["data"]
-        path.write_bytes(base64.b64decode(data))
-        print(path.relative_to(ROOT))
-
-    def _stop_process(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.profile, ignore_errors=True)
-
-    def close(self) -> None:
-        self.ws.close()
-        self._stop_process()
+def saved(path: Path) -> Path:
+    print(path.relative_to(ROOT))
+    return path
 
 
 def start_locust(host: str, port: int, *flags: str) -> subprocess.Popen[bytes]:
@@ -177,23 +69,44 @@ def web_ui_shots(mock: Mock, browser: Browser) -> None:
         browser.js("[...document.querySelectorAll('p')].find(p => p.textContent === 'Custom parameters').click()")
         browser.until("document.querySelector('.poolbench-group') !== null")
         time.sleep(1)  # the accordion's opening transition
-        browser.shot(RESULTS / "webui-form.png", "form")
+        browser.shot(saved(RESULTS / "webui-form.png"), "form")
 
         post(web + "/swarm", {"user_count": "8", "spawn_rate": "8", "host": mock.url, "batch_size": "1:16"})
         time.sleep(45)
-        browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=1180, deviceScaleFactor=1, mobile=False)
-        browser.goto(web + "/?tab=pooling")
-        browser.until("document.querySelector('#poolbench-charts svg') !== null")
-        time.sleep(1)
-        browser.shot(RESULTS / "webui-pooling-tab.png")
+        for width in WIDTHS:
+            browser.resize(width, 1180)
+            browser.goto(web + "/?tab=pooling")
+            browser.until("document.querySelector('#poolbench-charts svg') !== null")
+            browser.until("document.querySelector('#poolbench-columns') !== null")
+            time.sleep(1)
+            browser.shot(saved(RESULTS / f"webui-pooling-tab-{width}.png"))
+        shutil.copy(RESULTS / "webui-pooling-tab-1400.png", RESULTS / "webui-pooling-tab.png")
 
         post(web + "/stop", {})
         time.sleep(2)
-        browser.goto(web + "/stats/report")
-        browser.until("document.querySelector('#poolbench-charts') !== null")
-        browser.shot(RESULTS / "report-charts.png", "#poolbench-charts")
+        for width in WIDTHS:
+            browser.resize(width, 900)
+            browser.goto(web + "/stats/report")
+            browser.until("document.querySelector('#poolbench-charts') !== null")
+            time.sleep(1)
+            browser.shot(saved(RESULTS / f"report-{width}.png"), full=True)
+            tables_shot(browser, saved(RESULTS / f"report-tables-{width}.png"))
+            if width == WIDTHS[0]:
+                browser.shot(saved(RESULTS / "report-charts.png"), "#poolbench-charts")
     finally:
         stop(locust)
+
+
+def tables_shot(browser: Browser, path: Path) -> None:
+    """The report from the Server metrics section to the end of the Pooling table, the page's full width."""
+    top, bottom, width = browser.js(
+        "[document.querySelector('#poolbench-server-metrics').getBoundingClientRect().top + scrollY,"
+        " document.querySelector('#poolbench-pooling').getBoundingClientRect().bottom + scrollY,"
+        " document.documentElement.clientWidth]"
+    )
+    clip = {"x": 0, "y": top - 8, "width": width, "height": bottom - top + 16, "scale": 1}
+    data = browser.call("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)["data"]
+    path.write_bytes(base64.b64decode(data))
 
 
 def knee_shot(mock: Mock, browser: Browser) -> None:
@@ -214,10 +127,22 @@ def knee_shot(mock: Mock, browser: Browser) -> None:
             check=True,
         )
         browser.goto(Path(f"{prefix}_sweep.svg").as_uri())
-        browser.shot(RESULTS / "sweep-knee.png", "svg", pad=0)
+        browser.shot(saved(RESULTS / "sweep-knee.png"), "svg", pad=0)
         shutil.copy(f"{prefix}_sweep.csv", RESULTS / "sweep-knee.csv")
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def compare_shot(browser: Browser) -> None:
+    """poolbench-compare's page of bench/results/compare/ (float, bytes, float again), its verdict on top."""
+    out = RESULTS / "compare"
+    runs = [str((out / f"{name}.json").relative_to(ROOT)) for name in ("float", "bytes", "float-again")]
+    page = out / "float-vs-bytes.html"
+    compare = [str(Path(PYTHON).with_name("poolbench-compare")), *runs, "--html", str(page), "--max-regression", "5%"]
+    subprocess.run(compare, cwd=ROOT, stdout=subprocess.DEVNULL, timeout=60, check=False)  # exit 1: a regression
+    browser.resize(1400, 900)
+    browser.goto(page.as_uri())
+    browser.shot(saved(out / "float-vs-bytes.png"), full=True)
 
 
 def main() -> None:
@@ -228,6 +153,7 @@ def main() -> None:
         browser = Browser(width=1400)
         web_ui_shots(mock, browser)
         knee_shot(mock, browser)
+        compare_shot(browser)
     finally:
         if browser is not None:
             browser.close()

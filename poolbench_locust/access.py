@@ -20,29 +20,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent.ssl
-from locust import events
 
-from poolbench_locust.options import Option, OptionError, register
+from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
 
 ENV_KEY = "OPENAI_API_KEY"
-
-OPTIONS = (
-    Option(
-        "--ca-bundle", str, None, "PEM file of the CAs to verify the server's certificate with (implies --tls-verify)."
-    ),
-)
-FLAGS = (
-    ("--api-key-from-env", f"Send ${ENV_KEY} as the API key when --api-key is not given."),
-    ("--api-key-over-http", "Allow sending the API key over plain http:// to a host that is not loopback."),
-    ("--tls-verify", "Verify the server's TLS certificate and name (default: not verified, as Locust's FastHttpUser)."),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust access", OPTIONS, FLAGS)
 
 
 def is_loopback(hostname: str) -> bool:
@@ -79,17 +62,18 @@ def _bundle_context(path: str) -> Any:
     return gevent.ssl.create_default_context(cafile=path)
 
 
-_told: set[tuple[str, str]] = set()
-
-
-def _once(kind: str, host: str, message: str, *args: Any) -> None:
-    if (kind, host) not in _told:
-        _told.add((kind, host))
+def _once(warned: set[tuple[str, str]], kind: str, host: str, message: str, *args: Any) -> None:
+    if (kind, host) not in warned:
+        warned.add((kind, host))
         logger.warning(message, *args)
 
 
-def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
-    """The Access of a run against `host`; OptionError when the key must not go there."""
+def access_for(
+    options: Any, api_key: str | None, host: str | None, warned: set[tuple[str, str]] | None = None
+) -> Access:
+    """The Access of a run against `host`; OptionError when the key must not go there. A warning about
+    the key is given once per kind and host among those `warned` holds (the run's, or only this call's)."""
+    warned = set() if warned is None else warned
     bundle = getattr(options, "ca_bundle", None) or None
     if bundle is not None:
         if not os.path.isfile(bundle):
@@ -104,9 +88,16 @@ def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
     if not api_key and (from_env := os.environ.get(ENV_KEY)):
         if getattr(options, "api_key_from_env", False):
             api_key = from_env
-            _once("env", shown, "--api-key-from-env: sending $%s to %s", ENV_KEY, shown)
+            _once(warned, "env", shown, "--api-key-from-env: sending $%s to %s", ENV_KEY, shown)
         else:
-            _once("unused", shown, "$%s is set but not sent to %s: give --api-key-from-env to send it", ENV_KEY, shown)
+            _once(
+                warned,
+                "unused",
+                shown,
+                "$%s is set but not sent to %s: give --api-key-from-env to send it",
+                ENV_KEY,
+                shown,
+            )
     if (
         api_key
         and parts.scheme == "http"
@@ -119,3 +110,11 @@ def access_for(options: Any, api_key: str | None, host: str | None) -> Access:
             "use https://, or give --api-key-over-http",
         )
     return Access(api_key=api_key or None, host_password=parts.password, tls_verify=verify, ca_bundle=bundle)
+
+
+def without_credentials(url: str) -> str:
+    """The URL as it may be shown: user:password@ in --host is a secret like --api-key."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()

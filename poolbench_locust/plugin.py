@@ -1,15 +1,66 @@
-"""Everything poolbench-locust registers with Locust: importing this module is the plugin."""
+"""Everything poolbench-locust registers with Locust, in one place: importing this module is the plugin.
 
-from locust import events
+Each room has one `setup(events)`, or `setup(events, pages)` when it adds to Locust's report or web
+UI (locust_pages), as Locust's runners call stats.setup_distributed_stats_event_listeners. They are
+called here in the order their listeners must run: Locust fires an event's listeners in the order
+they were added (quitting in reverse).
+"""
 
-from poolbench_locust import access, hooks, options, preflight, stop_timeout  # noqa: F401
-from poolbench_locust.charts import wiring  # noqa: F401
-from poolbench_locust.engine import limits  # noqa: F401
+from locust import events as locust_events
+from locust.event import Events
+
+from poolbench_locust import (
+    embedded_mock,
+    locust_pages,
+    options,
+    preflight,
+    start_checks,
+    stop_timeout,
+)
+from poolbench_locust.charts import wiring as charts
+from poolbench_locust.engine import messages as failure_messages
 from poolbench_locust.exporter import wiring as prometheus_exporter
-from poolbench_locust.metrics import checks, goodput, reporting, tokengap  # noqa: F401
-from poolbench_locust.results import writer  # noqa: F401
-from poolbench_locust.servermetrics import wiring as server_metrics  # noqa: F401  (after metrics: its tabs follow)
-from poolbench_locust.webform import layout, validation  # noqa: F401  (layout first: it unmangles the names)
-from poolbench_locust.workload import arrival, sweep, warmup  # noqa: F401
+from poolbench_locust.locust_pages import PageEvents, page_events
+from poolbench_locust.metrics import tokengap
+from poolbench_locust.metrics import wiring as pooling
+from poolbench_locust.results import writer as json_result
+from poolbench_locust.servermetrics import wiring as server_metrics
+from poolbench_locust.webform import layout, validation
+from poolbench_locust.workload import arrival, sweep, warmup
 
-prometheus_exporter.setup(events)
+
+def setup(events: Events, pages: PageEvents) -> None:
+    # Every option of the registry (options/registry.py) on Locust's parser, in one call.
+    events.init_command_line_parser.add_listener(options.add_arguments)
+    # The open-loop schedule and warm-up first: test_start resets them before anything else starts.
+    arrival.setup(events)
+    warmup.setup(events)
+    # The checks that stop a bad run at start: the options and the host, then the mock when there is
+    # no host, then one request per User class (the web form's secrets are put back before any of
+    # them reads the form: webform/validation.py).
+    start_checks.setup(events)
+    embedded_mock.setup(events)
+    preflight.setup(events)
+    stop_timeout.setup(events)
+    failure_messages.setup(events)  # the bounded failure rows start again with the stats
+    # The one writer of the --html file, before every room that adds to it: Locust fires quitting
+    # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
+    locust_pages.setup(events)
+    sweep.setup(events)
+    # The figures and where they are shown (the order of their report sections and web UI tabs is
+    # locust_pages' *_SECTION and *_TAB).
+    charts.setup(events, pages)
+    pooling.setup(events, pages)
+    tokengap.setup(events)
+    json_result.setup(events)
+    server_metrics.setup(events, pages)
+    # After the start checks (a bad run stops before the port is bound) and after the figures' rooms.
+    # Its quit listener sleeps --prometheus-linger: quit comes after quitting, so the --html file and
+    # the CSV files are written before it.
+    prometheus_exporter.setup(events)
+    # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
+    layout.setup(events)
+    validation.setup(events)
+
+
+setup(locust_events, page_events)

@@ -13,35 +13,28 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
-from locust.event import EventHook
-from locust.runners import MasterRunner, WorkerRunner
+from locust.event import EventHook, Events
+from locust.runners import WorkerRunner
 
-from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.hooks import _endpoint_users, _quit_workers
-from poolbench_locust.options import OptionError, register
+from poolbench_locust.engine.user import EndpointUser, endpoint_users
+from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
+from poolbench_locust.start_checks import stop_at_start
 
 logger = logging.getLogger("poolbench_locust")
 
-FLAGS = (("--no-preflight", "Do not send one request per User class before the test (a 4xx stops the run)."),)
 MESSAGE_LIMIT = 500
 """Characters of the server's message shown: enough for any error text, bounded for a hostile one."""
 
 
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust preflight", (), FLAGS)
-
-
 def _one_request(user_class: type[EndpointUser], environment: Environment) -> tuple[str, int, str | None] | None:
-    """Send the class's first prepared request: (its route, HTTP status or 0, failure message or None).
+    """Send the class's first prepared request: (the path requested, HTTP status or 0, failure message or None).
 
-    None when the options are bad: hooks' start check stops the run with its own line for that.
+    None when the options are bad: the start checks stop the run with its own line for that.
     """
     if environment.host:
         user_class.host = environment.host  # what Locust's runner does to every User class at start
@@ -59,19 +52,18 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     finally:
         user.client.client.close()
     if not seen:  # the engine fires one event per request; should it ever not, the run shows why
-        return user.plan.route, 0, "no request event was fired"
+        return user.plan.path, 0, "no request event was fired"
     event = seen[-1]
     status = getattr(event.get("response"), "status_code", 0)
     error = event.get("exception")
     message = None if error is None else str(error)[:MESSAGE_LIMIT]
-    return user.plan.route, (status if isinstance(status, int) else 0), message
+    return user.plan.path, (status if isinstance(status, int) else 0), message
 
 
 def preflight_error(environment: Environment) -> str | None:
     """The line that stops the run, or None. Each User class and set of options is asked once per host."""
-    done: set[tuple[Any, ...]] = getattr(environment, "poolbench_preflighted", set())
-    environment.poolbench_preflighted = done  # type: ignore[attr-defined]
-    for user_class in _endpoint_users(environment):
+    done = state_of(environment).preflighted
+    for user_class in endpoint_users(environment):
         host = environment.host or user_class.host
         key = (user_class, host, repr(sorted(vars(environment.parsed_options).items())))
         if key in done:
@@ -100,23 +92,18 @@ def _enabled(environment: Environment) -> bool:
     options = environment.parsed_options
     if options is None or getattr(options, "no_preflight", False):
         return False
-    return bool(environment.host) or any(u.host for u in _endpoint_users(environment))
+    return bool(environment.host) or any(u.host for u in endpoint_users(environment))
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     # A web UI's run gets its host and options from the form: it is checked at test_start instead.
     waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
     if isinstance(runner, WorkerRunner) or waits_for_the_form:
         return
     if _enabled(environment) and (error := preflight_error(environment)) is not None:
-        logger.error("%s", error)
-        if isinstance(runner, MasterRunner):
-            _quit_workers(environment, runner)
-        sys.exit(1)
+        stop_at_start(environment, runner, error)
 
 
-@events.test_start.add_listener
 def on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, WorkerRunner) or runner is None or not _enabled(environment):
@@ -124,3 +111,9 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     if (error := preflight_error(environment)) is not None:
         logger.error("%s", error)
         gevent.spawn(runner.stop)
+
+
+def setup(events: Events) -> None:
+    """After the start checks: a request is sent only with options that passed them."""
+    events.init.add_listener(on_init)
+    events.test_start.add_listener(on_test_start)

@@ -21,21 +21,21 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
-_OURS = "poolbench_stop_timeout_set"
-"""Marks a stop timeout set here, so that a --request-timeout changed in the web UI moves it too."""
 
 
 def default_stop_timeout(environment: Environment) -> float | None:
     """The stop timeout these User classes need, or None when the one Locust has is to be kept."""
-    if environment.stop_timeout and not getattr(environment, _OURS, False):
+    # One set here (not the user's) moves with a --request-timeout changed in the web UI.
+    if environment.stop_timeout and not state_of(environment).stop_timeout_set:
         return None
     if not any(issubclass(u, EndpointUser) for u in environment.user_classes):
         return None
@@ -50,7 +50,7 @@ def _apply(environment: Environment, **_: Any) -> None:
         return
     if (seconds := default_stop_timeout(environment)) is not None:
         environment.stop_timeout = seconds
-        setattr(environment, _OURS, True)
+        state_of(environment).stop_timeout_set = True
         logger.debug("--stop-timeout 0: waiting up to --request-timeout (%g s) for requests in flight at stop", seconds)
 
 
@@ -59,7 +59,6 @@ def _ready_at_once(environment: Environment, **_: Any) -> None:
     environment.stop_timeout = 0.0
 
 
-@events.init.add_listener
 def on_init(environment: Environment, **_: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         environment.events.test_stop.add_listener(lambda **kw: _ready_at_once(environment))
@@ -67,3 +66,7 @@ def on_init(environment: Environment, **_: Any) -> None:
     _apply(environment)
     # The web UI's form may change --request-timeout before the run starts.
     environment.events.test_start.add_listener(lambda **kw: _apply(environment))
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

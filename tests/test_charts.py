@@ -19,13 +19,13 @@ import requests
 from locust.env import Environment
 from locust.event import Events
 
-from poolbench_locust import EmbeddingsUser
+from poolbench_locust import EmbeddingsUser, locust_pages
 from poolbench_locust.charts import plot, svg, wiring
-from poolbench_locust.charts.figures import POOLING_CHARTS
-from poolbench_locust.metrics import reporting
+from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts
+from poolbench_locust.metrics import wiring as pooling_wiring
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
-from tests.harness import options
+from tests.support.harness import options
 from tests.test_cli import ROOT, locust
 from tests.test_metrics import free_port
 
@@ -134,8 +134,9 @@ def web_environment(runner_kind: str = "local") -> tuple[Environment, Any]:
     )
     runner = env.create_master_runner("127.0.0.1", 0) if runner_kind == "master" else env.create_local_runner()
     web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
-    reporting.on_init(environment=env, runner=runner, web_ui=web_ui)
+    pooling_wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
     wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
+    locust_pages.on_init(environment=env, runner=runner, web_ui=web_ui)
     return env, runner
 
 
@@ -149,13 +150,13 @@ def locust_argv(monkeypatch):
 def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
     env, runner = web_environment(runner_kind)
     try:
-        stats, history = reporting.stats_of(env), history_of(env)
+        stats, history = pooling_wiring.stats_of(env), history_of(env)
         worker = PoolingStats()
         for tick in range(3):  # three ticks, seven requests each: on the workers of a master, or here
             for _ in range(7):
                 request(worker if runner_kind == "master" else stats, 120, 30)
             if runner_kind == "master":
-                env.events.worker_report.fire(client_id="w1", data={reporting.REPORT_KEY: worker.take_report()})
+                env.events.worker_report.fire(client_id="w1", data={pooling_wiring.REPORT_KEY: worker.take_report()})
             history.add({**take_sample(env, stats), "time": 1_000_000.0 + tick})  # a second apart
         client = env.web_ui.app.test_client()
         served = client.get("/pooling/history").get_json()
@@ -174,8 +175,8 @@ def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
 def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(locust_argv):
     env, runner = web_environment()
     try:
-        request(reporting.stats_of(env), 80, 20)
-        history_of(env).add(take_sample(env, reporting.stats_of(env)))
+        request(pooling_wiring.stats_of(env), 80, 20)
+        history_of(env).add(take_sample(env, pooling_wiring.stats_of(env)))
         page = env.web_ui.app.test_client().get("/stats/report").get_data(as_text=True)
         assert 0 < page.index('id="poolbench-charts"') < page.index('id="poolbench-pooling"')
     finally:
@@ -337,3 +338,17 @@ def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
     assert len(charts) == len(POOLING_CHARTS)
     (line,) = polylines(charts[0])
     assert len(line) >= len(samples) >= 3, "the master draws every second it sampled"
+
+
+def test_the_knee_labels_each_step_and_fits_its_x_axis_to_the_throughputs_reached():
+    steps = [
+        {"Step": n, "Target": users, "Requests/s": rate, "Input Tokens/s": rate * 100, "E2E 50%": p50, "E2E 99%": p99}
+        for n, users, rate, p50, p99 in ((1, 8, 410.0, 20, 30), (2, 16, 780.0, 22, 41), (3, 32, 801.0, 60, 190))
+    ]
+    chart = knee_charts(steps)[0]
+    assert re.findall(r'font-size="10" fill="[^"]+">([^<]+)</text>', chart) == ["#1 8", "#2 16", "#3 32"]
+    x_ticks = [float(t) for t in re.findall(r'y="214" text-anchor="middle">([\d.]+)</text>', chart)]
+    assert x_ticks and min(x_ticks) >= 380, x_ticks  # starts near the first step, not at 0
+    circles = [float(x) for x in re.findall(r'<circle cx="([\d.]+)"', chart)]
+    assert min(circles) > svg.MARGIN_LEFT + 10 and max(circles) < svg.WIDTH - svg.MARGIN_RIGHT - 10  # not on the frame
+    assert "E2E p50" in chart and "E2E p99" in chart and ">ms<" in chart  # legend and unit

@@ -18,7 +18,7 @@ import pytest
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import cell, console_table
 from poolbench_locust.metrics.tokengap import MIN_REQUESTS, GapWatch
-from tests.hostile import LISTENING, response, serve_requests
+from tests.support.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
 
 
@@ -66,7 +66,7 @@ def test_a_gap_beyond_20_percent_is_warned_once_per_name(caplog: pytest.LogCaptu
     assert [r.getMessage() for r in caplog.records] == first
 
 
-def infinity_counting_characters(sock, conn):  # served by `python -m tests.hostile` for the run below
+def infinity_counting_characters(sock, conn):  # served by `python -m tests.support.hostile` for the run below
     def answer(head: bytes, body: bytes, n: int) -> bytes:
         texts = orjson.loads(body)["input"]
         doc = {
@@ -82,7 +82,7 @@ def infinity_counting_characters(sock, conn):  # served by `python -m tests.host
 @pytest.fixture
 def characters_server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.test_console:infinity_counting_characters"],
+        [sys.executable, "-m", "tests.support.hostile", "tests.test_console:infinity_counting_characters"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

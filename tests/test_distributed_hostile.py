@@ -1,6 +1,6 @@
 """Whole runs against hostile servers in processes of their own: a master and two workers, and the end of a run.
 
-The servers here are handlers for `python -m tests.hostile tests.test_distributed_hostile:NAME`; each
+The servers here are handlers for `python -m tests.support.hostile tests.test_distributed_hostile:NAME`; each
 counts the pooling requests it received and answers `GET /count` with that number.
 """
 
@@ -26,7 +26,7 @@ from locust.env import Environment
 
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.hostile import LISTENING, read_request, response
+from tests.support.hostile import LISTENING, read_request, response
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +76,7 @@ slow = _counting(SLOW_ANSWER_S, hostile=False)
 def hostile_process(handler: str) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", f"tests.test_distributed_hostile:{handler}"],
+        [sys.executable, "-m", "tests.support.hostile", f"tests.test_distributed_hostile:{handler}"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -9,9 +9,10 @@ import pytest
 from locust.env import Environment
 
 from poolbench_locust import users
-from poolbench_locust.engine.user import EndpointUser, plan_for
-from poolbench_locust.hooks import configuration_error
-from tests.harness import options
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.start_checks import configuration_error
+from tests.support.harness import options
 from tests.test_cli import locust
 
 CLASSES = [c for c in vars(users).values() if isinstance(c, type) and issubclass(c, EndpointUser) and not c.abstract]

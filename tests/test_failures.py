@@ -10,7 +10,7 @@ import pytest
 from locust.stats import StatsError
 
 from poolbench_locust import EmbeddingsUser, RerankUser
-from tests.harness import Run, failure_text
+from tests.support.harness import Run, failure_text
 
 TIMEOUT_S = 0.6
 

@@ -11,9 +11,9 @@ import pytest
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.goodput import Slo, parse_slo
-from poolbench_locust.metrics.report import rows
+from poolbench_locust.metrics.table import rows
 from poolbench_locust.users import EmbeddingsUser
-from tests.harness import Run
+from tests.support.harness import Run
 from tests.test_cli import csv_rows, locust
 from tests.test_metrics import LOAD
 

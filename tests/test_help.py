@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from poolbench_locust.metrics.checks import CHECKS
-from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.options import ALL_OPTIONS
 from tests.test_cli import ROOT
 
 
@@ -29,7 +28,7 @@ def test_the_console_script_is_declared() -> None:
 def test_help_lists_every_option_of_the_plugin(args: list[str]) -> None:
     result = poolbench_locust(*args)
     assert result.returncode == 0, result.stderr[-2000:]
-    for flag in [o.flag for o in (*OPTIONS, *CHECKS)] + [flag for flag, _ in FLAGS]:
+    for flag in [o.flag for o in ALL_OPTIONS]:
         assert f"\n  {flag} " in result.stdout or f"\n  {flag}\n" in result.stdout, flag
     assert "--run-time" in result.stdout  # and Locust's own
 

@@ -23,7 +23,7 @@ from poolbench_locust.metrics.histogram import (
     difference,
     locust_counts,
 )
-from poolbench_locust.metrics.report import rows
+from poolbench_locust.metrics.table import rows
 
 TOLERANCE = 0.001
 FRACTIONS = (0.001, 0.01, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
@@ -115,7 +115,7 @@ def test_pooling_rows_merged_from_two_workers_equal_one_process():
     for stats in (one, master, *workers):
         stats.start_time = 1000.0
     for worker in workers:
-        worker.keeps_total = False  # as reporting.py sets it on a worker: the master adds the entries up
+        worker.keeps_total = False  # as metrics/wiring.py sets it on a worker: the master adds the entries up
     for i in range(3000):
         e2e = 20.0 + (i * 7919 % 3001) / 10.0
         context = {"sequences": 2, "input_tokens": 5 + i % 3, "ttfb_ms": e2e / 3, "queue_ms": float(i % 4)}

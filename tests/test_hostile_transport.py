@@ -2,7 +2,7 @@
 
 Every case is one request event with its message, nothing past --request-timeout, memory bounded
 where a server tries to fill it, and the user's next request on the same client succeeds.
-Servers that must out-run the client live in tests/hostile_handlers.py and run as processes.
+Servers that must out-run the client live in tests/support/hostile_handlers.py and run as processes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import gzip
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -24,13 +25,22 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
-from poolbench_locust.engine.user import plan_for
-from poolbench_locust.metrics import report
+from poolbench_locust.engine.limits import METADATA_ITEM_BYTES
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.metrics import table
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
-from tests.hostile import LISTENING, HostileServer, read_request, response, serve_requests
-from tests.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
+from tests.support.harness import Run, failure_text, options
+from tests.support.hostile import (
+    LISTENING,
+    HostileServer,
+    Write,
+    read_request,
+    response,
+    serve_in_writes,
+    serve_requests,
+)
+from tests.support.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 1.5
@@ -63,9 +73,9 @@ def peak_rss_growth() -> Iterator[dict[str, float]]:
 
 @contextlib.contextmanager
 def process_server(handler: str) -> Iterator[str]:
-    """tests/hostile_handlers.py's `handler`, served by a process of its own; yields its URL."""
+    """tests/support/hostile_handlers.py's `handler`, served by a process of its own; yields its URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.hostile", f"tests.hostile_handlers:{handler}"]
+    cmd = [sys.executable, "-m", "tests.support.hostile", f"tests.support.hostile_handlers:{handler}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, env=env)
     try:
         assert proc.stdout is not None
@@ -149,6 +159,61 @@ def test_max_header_kb_bounds_the_head(size, args, expected):
     answer = response(200, VALID_EMBEDDING, [("X-Big", "x" * size)])
     with HostileServer(serve_requests(lambda *_: answer)) as server:
         assert failure_text(Run(EmbeddingsUser, server.url, *ONE_INPUT, *args).one()) == expected
+
+
+# 26.3: vLLM's own metadata header of a large bytes batch
+
+
+def vllm_bytes_answer(head: bytes, body: bytes, dim: int = 4096) -> bytes:
+    """A `bytes` answer to the request as vLLM writes it (json.dumps, with its spaces), its values as
+    wide as they come: bfloat16 little-endian, a long id and model name, offsets into a 4096-dim batch."""
+    inputs = json.loads(body)["input"]
+    width = dim * 2
+    items = [
+        {"index": i, "embed_dtype": "bfloat16", "endianness": "little", "start": i * width, "end": (i + 1) * width,
+         "shape": [dim]}
+        for i in range(len(inputs))
+    ]  # fmt: skip
+    metadata = json.dumps(
+        {"id": "embd-" + "f" * 64, "created": 1_900_000_000, "model": "organisation/" + "m" * 200, "data": items,
+         "usage": {"prompt_tokens": 99_999_999, "total_tokens": 99_999_999}}
+    )  # fmt: skip
+    vectors = bytes(width * len(inputs))
+    return response(200, vectors, [("metadata", metadata)], content_type="application/octet-stream")
+
+
+BYTES_BATCH = ("--encoding-format", "bytes", "--embed-dtype", "bfloat16", "--endianness", "little", "--input-len", "2")
+
+
+@pytest.mark.parametrize("batch", [1024, 4096])
+def test_vllms_metadata_header_of_a_large_bytes_batch_passes_under_the_defaults(batch):
+    with HostileServer(serve_requests(lambda head, body, _: vllm_bytes_answer(head, body))) as server:
+        run = Run(EmbeddingsUser, server.url, *BYTES_BATCH, "--batch-size", str(batch))
+        event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["context"]["input_tokens"] == 99_999_999, "the metadata header was read"
+
+
+@pytest.mark.parametrize("batch", [1024, 4096])
+def test_the_bundled_mocks_metadata_header_of_a_large_bytes_batch_passes(mock_server, batch):
+    run = Run(EmbeddingsUser, mock_server.url, "--encoding-format", "bytes", "--batch-size", str(batch))
+    event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["context"]["sequences"] == batch
+
+
+def test_an_endless_header_on_a_large_bytes_batch_still_fails_at_its_bound():
+    with process_server("endless_header") as url, peak_rss_growth() as rss:
+        run = Run(EmbeddingsUser, url, *BYTES_BATCH, "--batch-size", "1024", "--request-timeout", str(TIMEOUT_S))
+        event, took = timed(run)
+        bound_kib = 64 + 1024 * METADATA_ITEM_BYTES // 1024
+        assert failure_text(event) == (
+            f"response headers larger than {bound_kib} KiB: --max-header-kb (64 KiB) "
+            "and the largest metadata header of the batch"
+        )
+        assert took < TIMEOUT_S, "the bound is hit long before the deadline"
+        assert event["response_length"] < (bound_kib + 128) * 1024
+    assert rss["mb"] < 40, rss
 
 
 # 11.2: unbounded buffering
@@ -252,7 +317,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     assert [failure_text(e) for e in run.events] == [""] * 20
     assert server.connections == 20, "each resend on a fresh connection"
     assert stats.total.retries == 19 and stats.total.requests == 20
-    assert report.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
+    assert table.rows(stats)[-1]["Retries"] == 19, "the Pooling table shows them"
     resent = [e for e in run.events if e["context"].get("retried")]
     assert len(resent) == 19
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"
@@ -327,6 +392,53 @@ def test_interim_responses_are_skipped(interim):
         for _ in range(3):
             assert run.one()["exception"] is None
         assert server.connections == 1, "the connection stays in use"
+
+
+INTERIMS = {
+    "100": b"HTTP/1.1 100 Continue\r\n\r\n",
+    "103": b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+}
+PAUSE_S = 0.02
+FINAL_HEAD = response(200, b"", content_length=len(VALID_EMBEDDING))
+
+
+def _split_everywhere(answer: bytes) -> list[list[Write]]:
+    """The answer in two writes at every split point, then a byte at a time (twice)."""
+    splits: list[list[Write]] = [[answer[:i], 0.002, answer[i:]] for i in range(1, len(answer))]
+    one_by_one: list[Write] = [piece for i in range(len(answer)) for piece in (answer[i : i + 1], 0.001)]
+    return [*splits, one_by_one, one_by_one]
+
+
+@pytest.mark.parametrize("interim", INTERIMS.values(), ids=INTERIMS.keys())
+def test_interim_responses_are_skipped_however_the_bytes_are_split(interim):
+    plans = _split_everywhere(interim + FINAL_HEAD + VALID_EMBEDDING)
+    connections: list[int] = []
+    with HostileServer(serve_in_writes(lambda n: plans[n], connections)) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        failed = [(n, failure_text(run.one())) for n in range(len(plans))]
+    assert [f for f in failed if f[1]] == [], f"{sum(1 for f in failed if f[1])} of {len(plans)} failed"
+    assert connections == [0] * len(plans), "every request came on the connection of the one before"
+
+
+@pytest.mark.parametrize(
+    ("writes", "headers_after_ms", "ends_after_ms"),
+    [
+        (lambda interim: [interim, PAUSE_S, FINAL_HEAD, PAUSE_S, VALID_EMBEDDING], 20, 40),
+        (lambda interim: [interim + FINAL_HEAD, PAUSE_S, VALID_EMBEDDING], 0, 20),
+    ],
+    ids=["interim, headers, body 20 ms apart", "interim and headers, body 20 ms later"],
+)
+@pytest.mark.parametrize("interim", INTERIMS.values(), ids=INTERIMS.keys())
+def test_a_request_with_an_interim_response_is_timed_from_the_request(interim, writes, headers_after_ms, ends_after_ms):
+    connections: list[int] = []
+    with HostileServer(serve_in_writes(lambda _: writes(interim), connections)) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        events = [run.one() for _ in range(3)]
+    assert [failure_text(e) for e in events] == ["", "", ""]
+    for event in events:
+        assert event["context"]["ttfb_ms"] >= headers_after_ms, "the final response's headers, not the interim's"
+        assert ends_after_ms <= event["response_time"] < ends_after_ms + 1000 * SLACK_S
+    assert connections == [0, 0, 0], "the connection is kept"
 
 
 PROTOCOL_ERROR = (

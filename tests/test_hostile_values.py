@@ -1,6 +1,6 @@
 """What a server sends is untrusted: its numbers, its vectors, its words, its redirects, its certificate.
 
-Each case is a raw-socket server of its own (tests/hostile.py) that breaks one promise in one answer;
+Each case is a raw-socket server of its own (tests/support/hostile.py) that breaks one promise in one answer;
 the request is one failed event whose message says what was wrong, and the next request of the same
 user, answered well, succeeds.
 """
@@ -22,16 +22,16 @@ from locust.stats import StatsCSV
 
 import poolbench_locust as pb
 from poolbench_locust.engine import messages
-from poolbench_locust.engine.user import plan_for
-from poolbench_locust.hooks import configuration_error
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
-from tests.hostile import HostileServer, response, serve_requests
+from poolbench_locust.start_checks import configuration_error
+from tests.support.harness import Run, failure_text, options
+from tests.support.hostile import HostileServer, response, serve_requests
 
 BATCH = ["--batch-size", "2", "--input-len", "4"]
 SECRET = "sk-hostile-SECRET-0123456789"
 
-Answer = Callable[[bytes, bytes, int], bytes | None]
+Responder = Callable[[bytes, bytes, int], bytes | None]
 
 
 def embeddings(vectors: list[Any] | None = None, usage: Any = 8, **extra: Any) -> bytes:
@@ -43,7 +43,7 @@ def embeddings(vectors: list[Any] | None = None, usage: Any = 8, **extra: Any) -
     return response(200, orjson.dumps(doc))
 
 
-def first_bad_then(bad: bytes, good: bytes) -> Answer:
+def first_bad_then(bad: bytes, good: bytes) -> Responder:
     """Answers the first request with `bad`, every later one with `good`."""
     return lambda _head, _body, n: bad if n == 0 else good
 
@@ -128,7 +128,7 @@ def test_implausible_counts_in_cohere_meta_rerank_meta_and_bytes_metadata():
 
 @pytest.mark.parametrize("count", [2**63, -2, 2.5, None, "²"], ids=["2**63", "negative", "float", "null", "str"])
 def test_an_implausible_tokenize_count_stops_the_run_at_start(count, monkeypatch):
-    answer: Answer = lambda *_: response(200, orjson.dumps({"count": count}))  # noqa: E731
+    answer: Responder = lambda *_: response(200, orjson.dumps({"count": count}))  # noqa: E731
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     heads: list[bytes] = []
     server = HostileServer(serve_requests(lambda head, body, n: heads.append(head.lower()) or answer(head, body, n)))
@@ -305,7 +305,7 @@ def test_a_server_that_echoes_the_password_of_the_host_url_never_shows_it():
 
 def test_unique_60_kb_error_messages_keep_the_failures_table_and_memory_bounded(tmp_path):
     requests = 400
-    answer: Answer = lambda _h, _b, n: error(500, f"failure {n:06d} " + "x" * 60_000)  # noqa: E731
+    answer: Responder = lambda _h, _b, n: error(500, f"failure {n:06d} " + "x" * 60_000)  # noqa: E731
     server = HostileServer(serve_requests(answer))
     try:
         run = Run(pb.EmbeddingsUser, server.url, *BATCH)
@@ -397,7 +397,7 @@ def test_a_redirect_that_keeps_method_and_body_is_followed_as_one_request(status
     ],
 )
 def test_an_endless_chain_of_307s_or_one_to_another_scheme_is_one_failure(location, expected):
-    loop: Answer = lambda *_: response(307, b"", headers=[("Location", location)], content_type=None)  # noqa: E731
+    loop: Responder = lambda *_: response(307, b"", headers=[("Location", location)], content_type=None)  # noqa: E731
     server = HostileServer(serve_requests(loop))
     try:
         event = Run(pb.EmbeddingsUser, server.url, *BATCH, "--request-timeout", "3").one()

@@ -44,8 +44,8 @@ import pytest
 import yaml
 from locust.argument_parser import default_args_dict
 
-from poolbench_locust.metrics.checks import CHECKS, EXIT_CODE
-from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.metrics.checks import EXIT_CODE
+from poolbench_locust.options import ALL_OPTIONS
 
 REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "k8s"
@@ -410,8 +410,7 @@ def test_locustfiles_become_the_configmap_the_pods_mount(rendered: dict[str, Ren
 def test_every_option_has_its_env_var_in_base() -> None:
     text = "\n".join((K8S / "base" / name).read_text() for name in ("options.env", "run.env"))
     listed = set(re.findall(r"^(?:# )?(LOCUST_[A-Z0-9_]+)=", text, re.M))
-    flags = {"LOCUST_" + flag.lstrip("-").replace("-", "_").upper() for flag, _ in FLAGS}
-    wanted = {o.env_var for o in (*OPTIONS, *CHECKS)} | flags
+    wanted = {o.env_var for o in ALL_OPTIONS}
     assert wanted - {"LOCUST_API_KEY"} <= listed, "set, or commented out with an example value"
     assert not re.search(r"^LOCUST_API_KEY=", text, re.M), "the API key comes from the Secret only"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.hostile import LISTENING
+from tests.support.hostile import LISTENING
+from tests.support.trickle import SPLIT_MS
 from tests.test_cli import csv_rows, locust
 from tests.test_metrics import free_port
-from tests.trickle import SPLIT_MS
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,9 @@ def nearest_rank(values: list[float], fraction: float) -> float:
 @pytest.fixture
 def trickle_server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.trickle:handler"], cwd=ROOT, stdout=subprocess.PIPE
+        [sys.executable, "-m", "tests.support.hostile", "tests.support.trickle:handler"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
@@ -67,7 +69,7 @@ def test_e2e_figures_are_within_a_tenth_of_a_percent_of_the_servers_times(trickl
     distributed = ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
     result = locust(
         "-f",
-        "tests/recording_locustfile.py",
+        "tests/support/recording_locustfile.py",
         "--host",
         trickle_server,
         *("--batch-size", "1", "--input-len", "3"),

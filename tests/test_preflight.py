@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.hostile import LISTENING, response, serve_requests
+from tests.support.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
 
@@ -33,9 +33,9 @@ answer_huge_400 = serve_requests(lambda h, b, n: response(400, orjson.dumps({"er
 
 @pytest.fixture
 def hostile_process(request: pytest.FixtureRequest) -> Iterator[str]:
-    """`python -m tests.hostile tests.test_preflight:HANDLER` (the handler named by the test's param)."""
+    """`python -m tests.support.hostile tests.test_preflight:HANDLER` (the handler named by the test's param)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", f"tests.test_preflight:{request.param}"],
+        [sys.executable, "-m", "tests.support.hostile", f"tests.test_preflight:{request.param}"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -112,7 +112,7 @@ def test_distributed_the_master_sends_it_once(mock_server, tmp_path):
 
 def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
     """The form may bring another host: the preflight waits for it, and a 4xx stops that run."""
-    # Imported here: `python -m tests.hostile` imports this module for its handlers, before Locust's
+    # Imported here: `python -m tests.support.hostile` imports this module for its handlers, before Locust's
     # gevent patching, and requests must not import ssl before it.
     import requests
 

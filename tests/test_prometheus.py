@@ -27,9 +27,9 @@ from poolbench_locust.exporter import series
 from poolbench_locust.exporter.wiring import Exporter
 from poolbench_locust.metrics.collector import SOURCES, Entry
 from poolbench_locust.metrics.histogram import Histogram
-from poolbench_locust.metrics.reporting import stats_of
-from tests.harness import options
-from tests.prometheus_server import Prometheus, free_port, prometheus
+from poolbench_locust.metrics.wiring import stats_of
+from tests.support.harness import options
+from tests.support.prometheus_server import Prometheus, free_port, prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "k8s" / "components" / "prometheus-operator" / "grafana-dashboard.json"

@@ -25,14 +25,16 @@ import pytest
 import requests
 from locust import constant
 from locust.env import Environment
+from locust.event import Events
 from locust.exception import StopUser
 
 from bench import soak
-from poolbench_locust import EmbeddingsUser, RerankUser, hooks
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust import EmbeddingsUser, RerankUser, start_checks
+from poolbench_locust.metrics.wiring import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
-from poolbench_locust.options import OPTIONS
-from tests.harness import options
+from poolbench_locust.options import ALL_OPTIONS
+from poolbench_locust.webform import secrets
+from tests.support.harness import options
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import assert_pooling_csv_matches, free_port
 
@@ -399,10 +401,22 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--sweep-step-time": ("0", "must be a number > 0"),
     "--request-timeout": ("soon", "must be a number of seconds > 0, got 'soon'"),
     "--endpoint-path": ("rerank", "must start with '/', got 'rerank'"),
+    "--max-body-mb": ("0", "must be a whole number >= 1, got 0"),
+    "--max-header-kb": ("1.5", "must be a whole number >= 1, got '1.5'"),
+    "--check-p95-ms": ("fast", "must be a number >= 0, got 'fast'"),
+    "--check-fail-ratio": ("2", "must be a ratio from 0 to 1, got 2.0"),
+    "--check-min-tokens-per-s": ("-5", "must be a number >= 0, got -5.0"),
+    "--slo": ("e2e=300", "must be KEY=MS pairs separated by commas"),
+    "--check-min-goodput": ("many", "must be a number >= 0, got 'many'"),
+    "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
+    "--server-metrics-interval": ("0", "must be a number > 0"),
+    "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
+    "--prometheus-linger": ("-1", "must be a number >= 0, got -1.0"),
+    "--json-result": (" ", "must be a file name, got an empty one"),
 }
-FREE_TEXT = {"--model", "--api-key", "--tokenizer"}
+FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--prometheus-host"}
 """Options whose every text is a value argparse accepts."""
-CHECKED = [o.flag for o in OPTIONS if o.flag not in FREE_TEXT]
+CHECKED = [o.flag for o in ALL_OPTIONS if not o.is_flag and o.flag not in FREE_TEXT]
 
 
 def test_every_option_with_a_parser_has_a_bad_value_here():
@@ -434,7 +448,7 @@ def test_bad_value_of_each_option_stops_at_start_with_one_line(monkeypatch, caps
     """The parser Locust's main uses, in-process (tests/test_cli.py runs a few of these as processes)."""
     bad, message = BAD_VALUES[flag]
     if source == "env":
-        monkeypatch.setenv(next(o.env_var for o in OPTIONS if o.flag == flag), bad)
+        monkeypatch.setenv(next(o.env_var for o in ALL_OPTIONS if o.flag == flag), bad)
     with pytest.raises(SystemExit) as stop:
         options(*([flag, bad] if source == "flag" else []))
     assert stop.value.code == 2
@@ -538,11 +552,11 @@ def test_processes_stopping_at_start_leave_no_worker_behind():
 def test_a_host_typed_into_the_web_ui_is_checked_before_users_spawn(mock_server, caplog):
     env = Environment(user_classes=[EmbeddingsUser], parsed_options=options(), host=mock_server.url)
     runner = env.create_local_runner()
-    hooks.on_test_start(env)
+    start_checks.on_test_start(env)
     assert runner.state == "ready" and not caplog.records
     with closed_port() as port:
         env.host = f"http://127.0.0.1:{port}"  # what the form's host field does before the test starts
-        hooks.on_test_start(env)
+        start_checks.on_test_start(env)
         gevent.sleep(0.1)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert errors == [
@@ -600,19 +614,32 @@ def test_the_api_key_appears_in_no_output(mock_server_factory, tmp_path, args, e
     assert proc.returncode in (0, 1), stderr[-3000:]  # 1: the injected 503s
     assert "extra_options" in pages.get("/", ""), "the web UI page was fetched"
     if "OPENAI_API_KEY" not in env:  # a key in Locust's own options: its field shows the placeholder
-        assert hooks.SECRET_PLACEHOLDER in pages["/"]
+        assert secrets.PLACEHOLDER in pages["/"]
     outputs = {"stdout": stdout, "stderr": stderr, **{f"web {p}": t for p, t in pages.items()}}
     outputs |= {f.name: f.read_text(errors="replace") for f in tmp_path.iterdir() if f.is_file()}
     assert {"run_stats.csv", "run_pooling.csv", "report.html", "locust.log"} <= set(outputs)
     assert [name for name, text in outputs.items() if SECRET in text] == []
 
 
-def test_a_web_ui_form_sent_back_with_the_placeholder_keeps_the_key():
-    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options("--api-key", SECRET))
-    env.poolbench_secrets = {"api_key": SECRET}  # type: ignore[attr-defined]
-    env.parsed_options.api_key = hooks.SECRET_PLACEHOLDER  # what the form sends when left as it is
-    hooks._restore_secrets(env)
+def test_a_web_ui_form_sent_back_with_the_placeholder_keeps_the_key(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["locust"])  # Locust's page parses sys.argv for the form's defaults
+    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options("--api-key", SECRET), events=Events())
+    runner = env.create_local_runner()
+    web = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    secrets.install(env, web)
+    assert SECRET not in web.app.test_client().get("/").get_data(as_text=True)
+
+    def start(api_key: str) -> None:
+        # no users: the run starts (test_start) and sends nothing
+        form = {"user_count": "0", "spawn_rate": "1", "host": "http://127.0.0.1:9", "api_key": api_key}
+        assert web.app.test_client().post("/swarm", data=form).get_json()["success"]
+        gevent.sleep(0.2)
+        runner.stop()
+
+    start(secrets.PLACEHOLDER)  # what the form sends when left as it is
     assert env.parsed_options.api_key == SECRET
-    env.parsed_options.api_key = "sk-typed-into-the-form"
-    hooks._restore_secrets(env)
+    start("sk-typed-into-the-form")
     assert env.parsed_options.api_key == "sk-typed-into-the-form" == env.poolbench_secrets["api_key"]
+    start(secrets.PLACEHOLDER)
+    assert env.parsed_options.api_key == "sk-typed-into-the-form"
+    runner.quit()

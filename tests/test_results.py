@@ -20,7 +20,7 @@ import poolbench_locust.users as user_classes
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
-from tests.hostile import LISTENING, response, serve_requests
+from tests.support.hostile import LISTENING, response, serve_requests
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
 
@@ -170,7 +170,7 @@ huge_failures = serve_requests(
 def hostile_process() -> Iterator[str]:
     """The server above in a process of its own (Locust's client runs in another): its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", "tests.test_results:huge_failures"],
+        [sys.executable, "-m", "tests.support.hostile", "tests.test_results:huge_failures"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -252,8 +252,16 @@ def test_thirty_percent_more_delay_is_flagged_and_fails_the_gate(delayed_runs, t
     # Throughput falls too; on a loaded machine the client's slowdown can hide part of it in noise.
     assert rows["Requests/s"] == "*" or rows["Requests/s"].startswith("-"), done.stdout
     assert "Regression: slow.json: Aggregated: E2E 50% " in done.stderr and "beyond noise" in done.stderr
+    regressions = [line for line in done.stderr.splitlines() if line.startswith("Regression: ")]
+    # one request name: its figures are the total's, each listed once (not for the name and Aggregated)
+    assert sum(": E2E 50% " in line for line in regressions) == 1, regressions
+    assert not any("/v1/embeddings" in line for line in regressions), regressions
     html = page.read_text()
     assert html.count("<polyline") == 8  # four charts, two runs each
+    verdict = html[: html.index("<svg")]  # the verdict comes before the curves and the tables
+    assert "Failed the gate" in verdict and "Aggregated: E2E 50% " in verdict, verdict
+    assert html.count("<li>slow.json: Aggregated: ") == len(regressions)
+    assert "* worse" in html and "color:#c62828" in html  # a worse change is red, marked as such
     assert "<script" not in html and "src=" not in html and "href=" not in html
     # The other way round everything improved: improvements never fail the gate.
     better = compare_cli(str(delayed_runs["slow"]), str(delayed_runs["base"]), "--max-regression", "5%")
@@ -325,19 +333,19 @@ def test_the_schema_is_in_the_installed_package():
 
 def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(monkeypatch):
     # Other branches add columns (goodput, mean and standard deviation): the document takes them
-    # from report.rows, and a mean or deviation of E2E also under vLLM's name.
+    # from table.rows, and a mean or deviation of E2E also under vLLM's name.
     from locust.env import Environment
 
-    from poolbench_locust.metrics import report
+    from poolbench_locust.metrics import table
     from poolbench_locust.results import document
-    from tests.harness import options
+    from tests.support.harness import options
 
     extra = [
         ("Goodput Requests/s", lambda s, e: 12.5),
         ("E2E Mean", lambda s, e: 41.0),
         ("E2E StdDev", lambda s, e: 3.0),
     ]
-    monkeypatch.setattr(report, "COLUMNS", [*report.COLUMNS, *extra])
+    monkeypatch.setattr(table, "COLUMNS", [*table.COLUMNS, *extra])
     environment = Environment(user_classes=[], parsed_options=options("--api-key", SECRET))
     environment.create_local_runner()
     pooling = PoolingStats()

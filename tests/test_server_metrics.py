@@ -20,11 +20,11 @@ from poolbench_locust.servermetrics import flavors
 from poolbench_locust.servermetrics.deltas import MAX_BOUNDS, ServerView
 from poolbench_locust.servermetrics.parse import MAX_SERIES, ParseError, reading
 from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
-from tests.hostile import LISTENING, HostileServer, read_request, response
-from tests.hostile_metrics import vllm_text
+from tests.support.hostile import LISTENING, HostileServer, read_request, response
+from tests.support.hostile_metrics import vllm_text
+from tests.support.webui import WebUI
 from tests.test_cli import ROOT, csv_rows, locust
 from tests.test_metrics import free_port
-from tests.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
 ROUTES = frozenset({"/v1/embeddings"})
@@ -173,7 +173,7 @@ def test_fetch_is_bounded_in_time_and_size():
 def _serve(handler: str) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile", f"tests.hostile_metrics:{handler}"],
+        [sys.executable, "-m", "tests.support.hostile", f"tests.support.hostile_metrics:{handler}"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -27,5 +27,8 @@ def test_make_demo_installs_only_the_package(tmp_path) -> None:
 
 
 def test_make_test_installs_the_test_extras(tmp_path) -> None:
-    installs = [line for line in planned("test", str(tmp_path / "venv")) if "pip install" in line]
-    assert any(line.endswith("-e '.[test]'") for line in installs), installs
+    """And the docs extra: `make test` builds the documentation site with mkdocs --strict."""
+    plan = planned("test", str(tmp_path / "venv"))
+    installs = [line for line in plan if "pip install" in line]
+    assert any(line.endswith("-e '.[test,docs]'") for line in installs), installs
+    assert any("mkdocs build --strict" in line for line in plan), plan

@@ -9,7 +9,7 @@ import pytest
 from locust import FastHttpUser
 
 from poolbench_locust import EmbeddingsUser
-from tests.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, options
 
 TRICKLE_MS = 300
 BATCH, DIM = 64, 65536  # 64 x 65536 float32 = 16 MiB
@@ -67,17 +67,17 @@ def test_plain_fasthttpuser_stream_stops_the_clock_at_the_headers(trickling_mock
 @pytest.mark.parametrize("encoding", ["float", "bytes"])
 def test_the_clock_stops_at_the_last_byte_before_the_answer_is_checked(trickling_mock, monkeypatch, encoding):
     """Parsing and checking are the client's work, not the server's: a slow check must not show."""
-    from poolbench_locust.engine import answer
+    from poolbench_locust.engine import answer_checks
 
     slow_ms = 400
     for name in ("check_json", "check_bytes"):
-        real = getattr(answer, name)
+        real = getattr(answer_checks, name)
 
         def slow(*args, _real=real, **kwargs):
             time.sleep(slow_ms / 1000)  # blocks the whole process, as a heavy parse would
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(answer, name, slow)
+        monkeypatch.setattr(answer_checks, name, slow)
     run = Run(
         EmbeddingsUser, trickling_mock.url, "--encoding-format", encoding, "--batch-size", "4", "--dimensions", "1024"
     )

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 import poolbench_locust as pb
-from tests.harness import Run, failure_text
+from tests.support.harness import Run, failure_text
 
 REQUESTS = 5
 
@@ -105,8 +105,8 @@ def test_exact_lengths_with_a_wordpiece_tokenizer_that_pads_and_splits_words(tmp
     the fitting oscillate; --tokenizer takes the model's directory."""
     from tokenizers import Tokenizer
 
-    from poolbench_locust.engine.user import plan_for
-    from tests.harness import options
+    from poolbench_locust.engine.plan import plan_for
+    from tests.support.harness import options
 
     model = write_wordpiece(tmp_path / "model", pad_to)
     plain = Tokenizer.from_file(str(model / "tokenizer.json"))
@@ -121,9 +121,9 @@ def test_exact_lengths_with_a_wordpiece_tokenizer_that_pads_and_splits_words(tmp
 
 
 def test_a_length_below_the_special_tokens_stops_with_a_clear_line(tmp_path):
-    from poolbench_locust.engine.user import plan_for
+    from poolbench_locust.engine.plan import plan_for
     from poolbench_locust.options import OptionError
-    from tests.harness import options
+    from tests.support.harness import options
 
     model = write_wordpiece(tmp_path / "model")
     with pytest.raises(OptionError, match="2 tokens cannot hold a text: this tokenizer adds 2 special tokens"):

@@ -11,7 +11,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import gevent
 import locust
 import pytest
 import requests
@@ -20,10 +22,12 @@ from locust.env import Environment
 from locust.event import Events
 
 from poolbench_locust import EmbeddingsUser
-from poolbench_locust.options import Settings, Span
+from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, Settings, Span
 from poolbench_locust.webform import layout as webform
-from tests.harness import options
+from poolbench_locust.webform import validation
+from tests.support.harness import options
 from tests.test_metrics import free_port
+from tests.test_reliability import BAD_VALUES
 
 BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob("src-*.js"))
 
@@ -31,7 +35,7 @@ BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob(
 def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
     spec = webform.form_spec(webform.extra_actions())
     fields = spec["fields"]
-    assert len(fields) == len(webform.extra_actions()) >= 28
+    assert len(fields) == len(webform.extra_actions()) == len([o for o in ALL_OPTIONS if o.web_ui]) >= 28
     unplaced = sorted(f["flag"] for f in fields.values() if spec["groups"][f["group"]] == webform.OTHER)
     assert unplaced == [], f"give these a group and a label in webform.GROUPS: {unplaced}"
     labels = [f["label"] for f in fields.values()]
@@ -162,3 +166,88 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
     assert "Fail the run if Locust's total p95 response time exceeds this. (--check-p95-ms)" in dom.replace(
         "&#39;", "'"
     )
+
+
+# ---- every option typed into the form is checked before the run starts -----------------------------
+
+FORM_FIELDS = [opt for opt in ALL_OPTIONS if opt.web_ui and not opt.is_flag]
+"""The form's text fields; a flag's field is a checkbox, true or false, and has no bad value."""
+ANY_TEXT = {"--model", "--api-key", "--prometheus-host"}
+"""Options whose every text is good (the key goes to the loopback mock: no --api-key-over-http needed;
+the Prometheus interface is bound at launch, the form's text only draws the warning that it stays)."""
+FORM_BAD_VALUES: dict[str, str] = {
+    **{flag: bad for flag, (bad, _) in BAD_VALUES.items() if BY_FLAG[flag].web_ui},
+    # values argparse accepts that the checks at start refuse
+    "--ca-bundle": "/no/such/ca.pem",
+    "--tokenizer": "/no/such/tokenizer.json",
+    # the values of issue 21
+    "--slo": "bogus",
+    "--server-metrics": "ftp://x y",
+}
+FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
+    {"--check-min-goodput": "5"},
+    {"--max-concurrency": "4"},
+    {"--sweep-rates": "10,20", "--sweep-users": "4,8"},
+    {"--embed-dtype": "float16"},
+]
+"""Good values each, that the checks at start refuse together (the first flag is the one named)."""
+
+
+def test_every_field_of_the_form_has_a_bad_value_here():
+    assert set(FORM_BAD_VALUES) == {opt.flag for opt in FORM_FIELDS} - ANY_TEXT
+
+
+@pytest.fixture(scope="module")
+def mock_url(mock_server_factory) -> str:
+    return mock_server_factory().url
+
+
+@pytest.fixture
+def checked_web_ui(monkeypatch, mock_url):
+    """Locust's web UI in this process, with the form's layout and checks of the plugin installed."""
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    env = Environment(user_classes=[EmbeddingsUser], parsed_options=options(), host=mock_url, events=Events())
+    runner = env.create_local_runner()
+    web = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    webform.on_init(environment=env, runner=runner, web_ui=web)
+    validation.install(env, web)
+    yield env, web.app.test_client()
+    runner.quit()
+
+
+def swarm(client: Any, host: str, values: dict[str, str]) -> dict[str, Any]:
+    """POST /swarm as the page sends it: each option under the name the browser posts."""
+    form = {"user_count": "1", "spawn_rate": "1", "host": host}
+    form |= {webform.posted_name(BY_FLAG[flag].dest): value for flag, value in values.items()}
+    answer = client.post("/swarm", data=form)
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:500]
+    return answer.get_json()
+
+
+def assert_refused_then_a_good_start_starts(checked_web_ui, mock_url: str, values: dict[str, str]) -> None:
+    env, client = checked_web_ui
+    before = dict(vars(env.parsed_options))
+    answer = swarm(client, mock_url, values)
+    flag = next(iter(values))
+    assert answer["success"] is False, answer
+    assert answer["message"].startswith(f"{flag}: "), answer
+    assert "\n" not in answer["message"]
+    assert vars(env.parsed_options) == before, "a refused form changes no option"
+    assert env.runner.state == "ready"
+    good = swarm(client, mock_url, {})
+    assert good["success"] is True, good
+    deadline = time.monotonic() + 10
+    while env.runner.state not in ("spawning", "running") and time.monotonic() < deadline:
+        gevent.sleep(0.05)  # Locust starts the run in a greenlet of its own
+    assert env.runner.state in ("spawning", "running")
+    env.runner.stop()
+
+
+@pytest.mark.parametrize("flag", list(FORM_BAD_VALUES))
+def test_a_bad_value_of_each_option_is_refused_by_the_form_and_nothing_sticks(checked_web_ui, mock_url, flag):
+    assert_refused_then_a_good_start_starts(checked_web_ui, mock_url, {flag: FORM_BAD_VALUES[flag]})
+
+
+@pytest.mark.parametrize("values", FORM_BAD_COMBINATIONS, ids=lambda v: next(iter(v)))
+def test_options_that_cannot_go_together_are_refused_by_the_form(checked_web_ui, mock_url, values):
+    assert_refused_then_a_good_start_starts(checked_web_ui, mock_url, values)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.webui import WebUI
+from tests.support.webui import WebUI
 
 USERS = 2
 RUN_S = 3.0
@@ -29,7 +29,7 @@ def one_run(ui: WebUI, host: str) -> tuple[dict, dict]:
     time.sleep(RUN_S)
     ui.stop()
     # A master's own stats take the workers' last reports up to a report interval after STOP, where
-    # the pooling stats wait for them (metrics.reporting): give Locust's that time.
+    # the pooling stats wait for them (metrics.wiring): give Locust's that time.
     deadline = time.monotonic() + 6
     while (locust_total := ui.locust_total())["num_requests"] != (pooling := ui.pooling_total())["Request Count"]:
         if time.monotonic() > deadline:
@@ -69,6 +69,18 @@ def test_a_new_run_starts_every_pooling_figure_from_zero(web_ui: WebUI, mock_ser
         ("batch_size", "0", "--batch-size: must be a whole number >= 1, got 0"),
         ("batch_size", "abc", "--batch-size: must be a whole number >= 1, got 'abc'"),
         ("warmup", "soon", "--warmup: must be a number >= 0, got 'soon'"),
+        # issue 21: these three were answered "success": true, and the bad value stuck
+        (
+            "slo",
+            "bogus",
+            "--slo: must be KEY=MS pairs separated by commas, KEY one of e2e_ms, ttfb_ms, transfer_ms; got 'bogus'",
+        ),
+        (
+            "server_metrics",
+            "ftp://x y",
+            "--server-metrics: must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'",
+        ),
+        ("ca_bundle", "/no/such/ca.pem", "--ca-bundle: no such file: /no/such/ca.pem"),
         ("encoding_format", "bytes_only", None),  # a good value: the run starts
     ],
 )
@@ -88,3 +100,9 @@ def test_a_bad_value_in_the_form_is_shown_in_the_form_and_logged_once(
     log = web_ui.log()
     assert log.count(message) == 1, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+    # nothing stuck: the form's next start, without the bad value, starts
+    answer = web_ui.swarm(user_count=USERS, spawn_rate=USERS, host=mock_server.url)
+    assert answer["success"], answer
+    web_ui.wait_for("running")
+    web_ui.stop()
+    assert web_ui.log().count(message) == 1

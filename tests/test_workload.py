@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 import poolbench_locust as pb
-from poolbench_locust.engine.user import plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
-from tests.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, options
 from tests.test_cli import csv_rows, locust
 
 
@@ -319,3 +319,37 @@ def test_warmup_requests_are_counted_nowhere(mock_server, tmp_path):
     served = mock_server.stats()["requests"]
     assert counted == pooling
     assert 25 <= served - counted <= 55, (served, counted)  # about 2 s of 20 req/s went uncounted
+
+
+SERVER_MS = 263.5
+"""Between Locust's buckets of 260 and 270 ms: a rounded percentile misses the true one by 1.3 % or more."""
+
+
+def test_sweep_steps_carry_the_precise_percentiles(mock_server_factory, tmp_path):
+    from tests.test_precision import PERCENTILES, nearest_rank
+
+    mock = mock_server_factory("--ttfb-ms", str(SERVER_MS))
+    prefix, result, record = tmp_path / "sweep", tmp_path / "result.json", tmp_path / "times"
+    record.mkdir()
+    done = locust(
+        "-f", "tests/support/recording_locustfile.py", "--host", mock.url, "--headless", "--only-summary",
+        "--batch-size", "1", "--sweep-users", "1,2", "--sweep-step-time", "3", "--stop-timeout", "5",
+        "--csv", str(prefix), "--json-result", str(result),
+        timeout=60, env={"RECORD_DIR": str(record)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (times,) = [orjson.loads(f.read_bytes()) for f in record.iterdir()]  # every request's time, in event order
+    with open(f"{prefix}_sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    steps = orjson.loads(result.read_bytes())["sweep"]["steps"]
+    assert sum(int(r["Request Count"]) for r in rows) == len(times)
+    first = 0
+    for row, step in zip(rows, steps, strict=True):
+        count = int(row["Request Count"])
+        assert count >= 5, row
+        mine, first = times[first : first + count], first + count  # the step's own requests
+        assert min(mine) >= SERVER_MS
+        for p in PERCENTILES:
+            true = nearest_rank(mine, int(p[:-1]) / 100)
+            assert abs(float(row[f"E2E {p}"]) - true) <= 0.005 * true, (row["Step"], p, row[f"E2E {p}"], true)
+            assert step[f"E2E {p}"] == float(row[f"E2E {p}"]), "the JSON result's step says what the CSV says"

@@ -35,6 +35,8 @@ STATS_CHARTS: tuple[Chart, ...] = (
 """From Locust's own PREFIX_stats_history.csv."""
 KNEE_THROUGHPUTS = (("Requests/s", "requests/s"), ("Input Tokens/s", "input tokens/s"))
 KNEE_LATENCIES = (("E2E 50%", "E2E p50"), ("E2E 99%", "E2E p99"))
+KNEE_NOTES = ("Step", "Target")
+"""What labels a knee's point: the step's number and its target (users, or requests/s)."""
 
 
 def records_of(samples: Iterable[Sample]) -> list[dict[str, Any]]:
@@ -69,32 +71,38 @@ def time_charts(records: Sequence[Record], charts: Sequence[Chart]) -> list[str]
 
 
 def knee_charts(steps: Sequence[Record]) -> list[str]:
-    """E2E p50/p99 against the throughput each sweep step achieved, one chart per throughput."""
+    """E2E p50/p99 against the throughput each sweep step achieved, one chart per throughput; the
+    p99 points labelled with their step and its target (users, or requests/s), the x axis fitted
+    to the throughputs reached."""
     drawn = []
     for column, label in KNEE_THROUGHPUTS:
-        series = [
-            Series(
-                legend,
-                [
-                    (x, y)
-                    for s in steps
-                    if (x := finite(s.get(column))) is not None and (y := finite(s.get(latency))) is not None
-                ],
-            )
-            for latency, legend in KNEE_LATENCIES
-        ]
+        series = []
+        for latency, legend in KNEE_LATENCIES:
+            kept = [
+                ((x, y), _step_note(s))
+                for s in steps
+                if (x := finite(s.get(column))) is not None and (y := finite(s.get(latency))) is not None
+            ]
+            notes = [n for _, n in kept] if latency == KNEE_LATENCIES[-1][0] else []
+            series.append(Series(legend, [p for p, _ in kept], notes))
         drawn.append(
             line_chart(
                 f"Sweep: E2E against {label}",
                 series,
                 y_unit="ms",
-                x_label=label,
+                x_label=f"{label} achieved; points: step #, target",
                 x_format=number_label,
                 markers=True,
-                x_from_zero=True,
             )
         )
     return drawn
+
+
+def _step_note(step: Record) -> str:
+    number, target = finite(step.get("Step")), finite(step.get("Target"))
+    if number is None:
+        return ""
+    return f"#{number:g}" + (f" {number_label(target)}" if target is not None else "")
 
 
 def sheet(title: str, charts: Sequence[str]) -> str:

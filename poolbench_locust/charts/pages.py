@@ -7,14 +7,13 @@ from typing import Any
 
 from locust.env import Environment
 
+from poolbench_locust import htmltables
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts, records_of, time_charts
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
 from poolbench_locust.workload.sweep import SweepShape
 
 SECTION_ID = "poolbench-charts"
-TABLE_MARK = '<section id="poolbench-pooling"'
-"""The pooling table's section (metrics/reporting.py): the charts go before it."""
 
 
 def sweep_steps(environment: Environment, ended: bool = False) -> list[dict[str, Any]]:
@@ -43,26 +42,14 @@ def live_fragment(environment: Environment) -> str:
 def report_section(environment: Environment, ended: bool = False) -> str:
     charts = time_charts(records_of(history_of(environment).samples), POOLING_CHARTS)
     parts = [
-        f'<section id="{SECTION_ID}" style="font-family:sans-serif;margin:2em">',
+        htmltables.STYLE,
+        f'<section id="{SECTION_ID}" class="poolbench-section">',
         "<h2>Pooling charts</h2>",
         "<p>Throughput over Locust's current 10 s window; TTFB and E2E percentiles of the requests of the last "
         "10 s; sampled every second (further apart on long runs).</p>",
         grid(charts),
     ]
     if steps := sweep_steps(environment, ended):
-        parts += ["<h2>Sweep</h2>", grid(knee_charts(steps))]
+        parts += ["<h3>Sweep</h3>", grid(knee_charts(steps))]
     parts.append("</section>")
     return "".join(parts)
-
-
-def insert_before_body_end(page: str, html: str) -> str:
-    index = page.rfind("</body>")
-    return page + html if index < 0 else page[:index] + html + page[index:]
-
-
-def add_to_report(page: str, environment: Environment, ended: bool = False) -> str:
-    """The charts before the pooling table if it is in the page already, else before </body> (where
-    the table goes after them): either way round, charts then table."""
-    section = report_section(environment, ended)
-    index = page.find(TABLE_MARK)
-    return insert_before_body_end(page, section) if index < 0 else page[:index] + section + page[index:]

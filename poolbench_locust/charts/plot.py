@@ -11,6 +11,7 @@ from typing import Any
 
 from poolbench_locust.charts.figures import (
     KNEE_LATENCIES,
+    KNEE_NOTES,
     KNEE_THROUGHPUTS,
     POOLING_CHARTS,
     STATS_CHARTS,
@@ -73,7 +74,7 @@ def _time_sheet(prefix: str, kind: str, charts: Sequence[Chart], title: str) -> 
 
 def _knee_sheet(prefix: str) -> str | None:
     source = f"{prefix}_sweep.csv"
-    wanted = {column for column, _ in (*KNEE_THROUGHPUTS, *KNEE_LATENCIES)}
+    wanted = {column for column, _ in (*KNEE_THROUGHPUTS, *KNEE_LATENCIES)} | set(KNEE_NOTES)
     try:
         steps = read_records(source, wanted, aggregated_only=False)
     except FileNotFoundError:

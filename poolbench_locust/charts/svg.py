@@ -28,6 +28,8 @@ Point = tuple[float, float]
 class Series:
     label: str
     points: Sequence[Point]
+    notes: Sequence[str] = ()
+    """With markers: a short text by each point (a sweep's step), in the order of `points`."""
 
 
 def finite(value: object) -> float | None:
@@ -114,10 +116,14 @@ def line_chart(
     height: int = HEIGHT,
 ) -> str:
     """One chart: a title, axes with round ticks, a line per series and its legend."""
-    clean = [
-        Series(s.label, [(x, y) for x, y in s.points if finite(x) is not None and finite(y) is not None])
-        for s in series
-    ]
+    clean = []
+    for s in series:
+        kept = [
+            (point, note)
+            for point, note in zip(s.points, [*s.notes, *[""] * (len(s.points) - len(s.notes))], strict=True)
+            if finite(point[0]) is not None and finite(point[1]) is not None
+        ]
+        clean.append(Series(s.label, [p for p, _ in kept], [n for _, n in kept]))
     xs = [x for s in clean for x, _ in s.points]
     ys = [y for s in clean for _, y in s.points]
     plot_w = width - MARGIN_LEFT - MARGIN_RIGHT
@@ -134,10 +140,15 @@ def line_chart(
             f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#888">no data yet</text></svg>'
         )
         return "".join(parts)
-    y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
+    noted = any(s.notes and any(s.notes) for s in clean)
+    # room above the highest point for its note
+    y_ticks = nice_ticks(min(0.0, min(ys)), max(ys) * (1.1 if noted and max(ys) > 0 else 1.0))
     # The x axis ends where the data ends (a run in progress fills it); the y axis at a round tick.
     x_lo = min(0.0, min(xs)) if x_from_zero else min(xs)
     x_hi = max(xs) if max(xs) > x_lo else x_lo + 1.0
+    if markers and not x_from_zero:  # room for the first and last marker and their notes
+        pad = (x_hi - x_lo) * 0.06
+        x_lo, x_hi = (x_lo - pad if x_lo - pad >= 0 or x_lo < 0 else 0.0), x_hi + pad
     steps = DURATION_STEPS if x_format is duration_label else ()
     x_ticks = [t for t in nice_ticks(x_lo, x_hi, steps=steps) if x_lo <= t <= x_hi]
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
@@ -180,11 +191,24 @@ def line_chart(
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{path}"/>')
         if markers:
-            for x, y in s.points:
+            for (x, y), note in zip(s.points, s.notes, strict=True):
+                tip = f"{s.label}: {number_label(y)} at {x_format(x)}" + (f" ({note})" if note else "")
                 parts.append(
                     f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
-                    f"<title>{escape(s.label)}: {number_label(y)} at {escape(x_format(x))}</title></circle>"
+                    f"<title>{escape(tip)}</title></circle>"
                 )
+                if note:  # beside the frame, the note leans inwards
+                    anchor = (
+                        "start"
+                        if px(x) < MARGIN_LEFT + 20
+                        else "end"
+                        if px(x) > width - MARGIN_RIGHT - 20
+                        else "middle"
+                    )
+                    parts.append(
+                        f'<text x="{px(x):.1f}" y="{py(y) - 6:.1f}" text-anchor="{anchor}" font-size="10" '
+                        f'fill="{colour}">{escape(note)}</text>'
+                    )
         label = escape(s.label)
         legend_x -= 7 * len(s.label) + 26
         parts.append(f'<rect x="{legend_x:.0f}" y="24" width="12" height="3" fill="{colour}"/>')

@@ -6,12 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
-from poolbench_locust.charts.pages import add_to_report, insert_before_body_end, live_fragment, sweep_steps
+from poolbench_locust.charts.pages import live_fragment, report_section, sweep_steps
+from poolbench_locust.locust_pages import (
+    CHARTS_SECTION,
+    PageEvents,
+    Section,
+    add_route,
+    insert_before_body_end,
+    web_base,
+)
+from poolbench_locust.metrics.columns import chooser_script
 from poolbench_locust.metrics.history import history_of
 
 REFRESH_MS = 2000
@@ -56,27 +65,24 @@ TAB_SCRIPT = """<script>
 def _install_web_ui(environment: Environment) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+    base = web_base(environment)
 
-    @web_ui.app.route(f"{base}/pooling/history")
-    @web_ui.auth_required_if_enabled
     def pooling_history() -> Response:
         history = history_of(environment)
         return jsonify({"interval": history.interval, "samples": history.samples})
 
-    @web_ui.app.route(f"{base}/pooling/charts")
-    @web_ui.auth_required_if_enabled
     def pooling_charts() -> Response:
         return Response(live_fragment(environment), mimetype="text/html")
+
+    add_route(environment, "/pooling/history", pooling_history)
+    add_route(environment, "/pooling/charts", pooling_charts)
 
     @web_ui.app.after_request
     def extend(response: Response) -> Response:
         if response.mimetype != "text/html" or response.direct_passthrough:
             return response
         if request.path == f"{base}/":
-            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT))
-        elif request.path.endswith("/stats/report"):
-            response.set_data(add_to_report(response.get_data(as_text=True), environment))
+            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT + chooser_script()))
         return response
 
 
@@ -91,7 +97,6 @@ def write_knee(environment: Environment, prefix: str) -> str | None:
     return path
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the history lives where the figures are shown
@@ -103,8 +108,12 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         options = environment.parsed_options
         if prefix := getattr(options, "csv_prefix", None):
             write_knee(environment, prefix)
-        if html_file := getattr(options, "html_file", None):
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(add_to_report(page, environment, ended=True))
+
+
+def report_sections(environment: Environment, sections: list[Section], final: bool, **_: Any) -> None:
+    sections.append(Section(CHARTS_SECTION, report_section(environment, ended=final)))
+
+
+def setup(events: Events, pages: PageEvents) -> None:
+    events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_sections)

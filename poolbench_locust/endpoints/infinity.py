@@ -20,6 +20,7 @@ INFINITY_EMBEDDINGS = Endpoint(
     },
     answer=data_answer("embedding"),
     encodings=frozenset({"float", "base64"}),
+    vectors=True,
     # Infinity's request has no such fields: its base64 is always float32 in the server's byte order,
     # and a client decoding it as anything else blames the server for NaN vectors.
     cannot_send={

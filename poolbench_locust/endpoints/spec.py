@@ -7,10 +7,11 @@ knows nothing about timing or Locust. Adding a server is adding a few `Endpoint`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from poolbench_locust.options import Settings
+from poolbench_locust.lazyjson import ARRAY
+from poolbench_locust.options import BY_FLAG, Settings
 
 Shape = Literal["texts", "pairs", "chat"]
 """What a request carries: a batch of texts, a query with documents, or one chat conversation."""
@@ -26,8 +27,8 @@ class Inputs:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """What a JSON answer says, as the engine needs it."""
+class ParsedAnswer:
+    """What an endpoint's reader found in a JSON answer, as the engine's checks need it."""
 
     items: int
     """Embeddings, results or scores in the answer."""
@@ -47,12 +48,14 @@ class Endpoint:
     route: str
     shape: Shape
     body: Callable[[Inputs, Settings], dict[str, Any] | list[Any]]
-    answer: Callable[[Any], Answer]
+    answer: Callable[[Any], ParsedAnswer]
     server: Literal["vllm", "infinity", "tei"] = "vllm"
     encodings: frozenset[str] = frozenset({"float"})
     """The `--encoding-format` values this route can answer; bytes/bytes_only mean a binary body."""
     usage_required: bool = True
     """A JSON answer without a token count is a failure (vLLM always sends usage)."""
+    vectors: bool = False
+    """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
     cannot_send: Mapping[str, str] = field(default_factory=dict)
@@ -62,13 +65,10 @@ class Endpoint:
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
         for flag, why in self.cannot_send.items():
-            dest = flag.lstrip("-").replace("-", "_")
-            if getattr(settings, dest) != _SETTINGS_DEFAULTS[dest]:
+            option = BY_FLAG[flag]
+            if getattr(settings, option.dest) != option.default_value:
                 return flag, why
         return None
-
-
-_SETTINGS_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
 def model_field(settings: Settings) -> dict[str, str]:
@@ -112,23 +112,23 @@ def usage_tokens(doc: Mapping[str, Any]) -> int | None:
     return token_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
 
 
-def items_of(doc: Any, key: str) -> list[Any]:
+def items_of(doc: Any, key: str) -> Sequence[Any]:
     """doc[key] as a list, or AnswerError naming what was missing."""
     value = doc.get(key) if isinstance(doc, Mapping) else None
-    if not isinstance(value, list):
+    if not isinstance(value, ARRAY):
         raise AnswerError(f"answer has no {key!r} list")
     return value
 
 
-def data_answer(vector_key: str | None) -> Callable[[Any], Answer]:
+def data_answer(vector_key: str | None) -> Callable[[Any], ParsedAnswer]:
     """Reader of the OpenAI-style `{"data": [...], "usage": {...}}` answers vLLM and Infinity share."""
 
-    def read(doc: Any) -> Answer:
+    def read(doc: Any) -> ParsedAnswer:
         data = items_of(doc, "data")
         if vector_key is None:
-            return Answer(len(data), usage_tokens(doc))
+            return ParsedAnswer(len(data), usage_tokens(doc))
         vectors = [item.get(vector_key) if isinstance(item, Mapping) else None for item in data]
-        return Answer(len(data), usage_tokens(doc), vectors)
+        return ParsedAnswer(len(data), usage_tokens(doc), vectors)
 
     return read
 
@@ -137,7 +137,7 @@ def dimensions_field(settings: Settings, name: str = "dimensions") -> dict[str, 
     return {name: settings.dimensions} if settings.dimensions else {}
 
 
-def results_answer(doc: Any) -> Answer:
+def results_answer(doc: Any) -> ParsedAnswer:
     """Reader of rerank answers: `results`, tokens in `usage` or, in Cohere's /v2 form, `meta.tokens`."""
     results = items_of(doc, "results")
     tokens = usage_tokens(doc)
@@ -146,4 +146,4 @@ def results_answer(doc: Any) -> Answer:
         counted = meta.get("tokens") if isinstance(meta, Mapping) else None
         if isinstance(counted, Mapping):
             tokens = token_count(counted.get("input_tokens"), "meta.tokens.input_tokens")
-    return Answer(len(results), tokens)
+    return ParsedAnswer(len(results), tokens)

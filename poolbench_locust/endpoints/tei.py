@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolbench_locust.endpoints.spec import Answer, AnswerError, Endpoint, dimensions_field
+from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, dimensions_field
+from poolbench_locust.lazyjson import ARRAY
 
 CANNOT_SEND = {
     "--model": "TEI's request has no model: it serves the one it was started with; leave --model out",
@@ -17,17 +18,17 @@ CANNOT_SEND = {
 }
 
 
-def _bare_list(doc: Any) -> Answer:
+def _bare_list(doc: Any) -> ParsedAnswer:
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    return Answer(len(doc), None)
+    return ParsedAnswer(len(doc), None)
 
 
-def _bare_vectors(doc: Any) -> Answer:
+def _bare_vectors(doc: Any) -> ParsedAnswer:
     """/embed answers a bare list of embeddings."""
-    if not isinstance(doc, list):
+    if not isinstance(doc, ARRAY):
         raise AnswerError("answer is not a JSON list")
-    return Answer(len(doc), None, doc)
+    return ParsedAnswer(len(doc), None, doc)
 
 
 TEI_EMBED = Endpoint(
@@ -37,6 +38,7 @@ TEI_EMBED = Endpoint(
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
     answer=_bare_vectors,
     usage_required=False,
+    vectors=True,
     cannot_send=CANNOT_SEND,
 )
 

@@ -6,16 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
-    Answer,
     AnswerError,
     Endpoint,
     Inputs,
+    ParsedAnswer,
     data_answer,
     dimensions_field,
     model_field,
     results_answer,
     token_count,
 )
+from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import ENCODINGS
 
@@ -28,10 +29,10 @@ def _encoding_fields(settings: Settings) -> dict[str, Any]:
     return fields | dimensions_field(settings)
 
 
-def _cohere_embed_answer(doc: Any) -> Answer:
+def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     embeddings = doc.get("embeddings") if isinstance(doc, Mapping) else None
     floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
-    if not isinstance(floats, list):
+    if not isinstance(floats, ARRAY):
         raise AnswerError("answer has no 'embeddings.float' list")
     meta = doc.get("meta")
     billed = meta.get("billed_units") if isinstance(meta, Mapping) else None
@@ -40,7 +41,7 @@ def _cohere_embed_answer(doc: Any) -> Answer:
         if isinstance(billed, Mapping)
         else None
     )
-    return Answer(len(floats), tokens, floats)
+    return ParsedAnswer(len(floats), tokens, floats)
 
 
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
@@ -54,6 +55,7 @@ EMBEDDINGS = Endpoint(
     body=_input_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
+    vectors=True,
 )
 
 EMBEDDINGS_CHAT = Endpoint(
@@ -66,6 +68,7 @@ EMBEDDINGS_CHAT = Endpoint(
     },
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
+    vectors=True,
 )
 
 POOLING = Endpoint(
@@ -74,6 +77,7 @@ POOLING = Endpoint(
     body=_input_body,
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
+    vectors=True,
 )
 
 RERANK = Endpoint(
@@ -112,4 +116,5 @@ COHERE_EMBED = Endpoint(
         **dimensions_field(s, "output_dimension"),
     },
     answer=_cohere_embed_answer,
+    vectors=True,
 )

@@ -5,12 +5,22 @@ terminal, echo the API key back (`Incorrect API key provided: sk-...`), or diffe
 Locust keys its failures table by the message, so unique messages alone grew a client to 699 MB.
 Here the text is cleaned once, in this order: secrets redacted (before any cut, so that no part of
 a key survives the cut), control characters escaped, length bounded; then the number of distinct
-failure rows is bounded, the rest grouped by the message's leading words (status, kind).
+failure rows is bounded, the rest grouped by the message's leading words (status, kind). The bound
+counts the rows of the failures table as it stands: when the stats are reset (Locust's *Reset stats*,
+the end of --warmup, a new run) the messages seen start again from none, in every process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from locust.env import Environment
+from locust.event import Events
+from locust.runners import MasterRunner, WorkerRunner
+
+from poolbench_locust.run_state import state_of
+from poolbench_locust.workload.warmup import warmup_of
 
 MESSAGE_LIMIT = 300
 """Characters of one message shown; the rest is cut and marked."""
@@ -70,11 +80,40 @@ class FailureRows:
             return f"{group}: (messages grouped: more than {self._distinct} distinct failure messages)"
         return f"other failures (more than {self._distinct} distinct failure messages)"
 
+    def clear(self, **_: Any) -> None:
+        """The failures table was emptied: the messages seen so far are in no row any more."""
+        self._seen.clear()
+        self._grouped.clear()
+
 
 def failure_rows(owner: object) -> FailureRows:
     """The FailureRows of an environment (one per Locust process), made on first use."""
-    rows = getattr(owner, "poolbench_failure_rows", None)
-    if rows is None:
-        rows = FailureRows()
-        owner.poolbench_failure_rows = rows  # type: ignore[attr-defined]
-    return rows
+    state = state_of(owner)
+    if state.failure_rows is None:
+        state.failure_rows = FailureRows()
+    return state.failure_rows
+
+
+CLEAR_MESSAGE = "poolbench_clear_failure_rows"
+"""The master's word to its workers that the stats were reset: Locust's *Reset stats* button resets
+the master's stats only, while the failure messages are seen and counted on the workers."""
+
+
+def _clear_with_the_stats(environment: Environment, runner: Any = None, **_: Any) -> None:
+    rows = failure_rows(environment)
+    environment.events.reset_stats.add_listener(rows.clear)  # *Reset stats*, and the end of --warmup
+    environment.events.test_start.add_listener(rows.clear)  # a new run starts from zero, as Locust's stats do
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(CLEAR_MESSAGE, rows.clear)
+    elif isinstance(runner, MasterRunner):
+
+        @environment.events.reset_stats.add_listener
+        def clear_the_workers_rows(**_: Any) -> None:
+            # At the end of --warmup each worker clears its own rows as it resets (workload.warmup's
+            # message): a second clear would let a worker show more than its bound of messages.
+            if warmup_of(environment).counting:
+                runner.send_message(CLEAR_MESSAGE)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_clear_with_the_stats)

@@ -1,12 +1,16 @@
 """The engine's HTTP/1.1 connection: geventhttpclient's request builder, parser and connection pool,
 with the bounds and the one resend that a hostile or merely ordinary server needs.
 
-geventhttpclient trusts the server in three ways this module takes back:
+geventhttpclient trusts the server in four ways this module takes back:
 
 - its parser keeps whatever header a server sends, and its reads only give the request's deadline
   a chance to fire when a recv blocks: a header (or body) streamed as fast as the client reads it
-  never ended. `BoundedResponse` counts the head against --max-header-kb and checks the deadline on
-  every block received, blocking or not.
+  never ended. `BoundedResponse` counts the head against --max-header-kb (and the request's
+  allowance: a `bytes` batch's metadata header) and checks the deadline on every block received,
+  blocking or not.
+- its response gives its socket back when an interim 1xx (100 Continue, 103 Early Hints) ends, so a
+  final response whose body came in a later read had an empty body. `BoundedResponse` keeps the
+  socket until the final response ends.
 - its parser takes bytes after a complete final response as the next response to the same request
   (a 204 and then a 200 became the 200), and a socket whose response ended is back in the pool
   before anyone knows whether more came. `BoundedResponse` refuses a second response, and the
@@ -34,6 +38,7 @@ from geventhttpclient.response import (
     HEADER_STATE_FIELD,
     HTTPConnectionClosed,
     HTTPParseError,
+    HTTPResponse,
     HTTPSocketPoolResponse,
 )
 from geventhttpclient.url import URL
@@ -68,6 +73,8 @@ class Exchange:
 
     def __init__(self, max_header_bytes: int) -> None:
         self.max_header_bytes = max_header_bytes
+        self.head_allowance = 0
+        """Bytes the request's answer may add to the head beyond max_header_bytes (a `bytes` batch's metadata)."""
         self.deadline: gevent.Timeout | None = None
         self.expires_at = float("inf")
         self.sent_at = 0.0
@@ -78,7 +85,8 @@ class Exchange:
         self.response: BoundedResponse | None = None
         self.sock: socket.socket | None = None
 
-    def begin(self, deadline: gevent.Timeout, seconds: float) -> None:
+    def begin(self, deadline: gevent.Timeout, seconds: float, head_allowance: int = 0) -> None:
+        self.head_allowance = head_allowance
         self.deadline = deadline
         self.expires_at = perf_counter() + seconds
         self.retried = False
@@ -119,13 +127,21 @@ class Exchange:
             self.sock = None
 
 
+def head_too_large(exchange: Exchange) -> str:
+    base = f"--max-header-kb ({exchange.max_header_bytes // 1024} KiB)"
+    if not exchange.head_allowance:
+        return f"response headers larger than {base}"
+    allowed = (exchange.max_header_bytes + exchange.head_allowance) // 1024
+    return f"response headers larger than {allowed} KiB: {base} and the largest metadata header of the batch"
+
+
 class BoundedResponse(HTTPSocketPoolResponse):
     """geventhttpclient's response, with the head bounded, the deadline checked on every block, at
     most one final response, and the bytes of the body counted as they arrive."""
 
     def __init__(self, sock: Any, pool: Any, exchange: Exchange, **kw: Any) -> None:
         self._exchange = exchange
-        self._head_limit = exchange.max_header_bytes
+        self._head_limit = exchange.max_header_bytes + exchange.head_allowance
         self.head_bytes = 0
         self.body_bytes = 0
         self.wire_bytes = 0
@@ -150,7 +166,7 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self.head_bytes += size
         if self.head_bytes > self._head_limit:
             self._broken = True
-            raise HeadersTooLarge(f"response headers larger than --max-header-kb ({self._head_limit // 1024} KiB)")
+            raise HeadersTooLarge(head_too_large(self._exchange))
 
     def _on_status(self, msg: str) -> None:
         self._count_head(len(msg) + STATUS_LINE_OVERHEAD)
@@ -168,6 +184,16 @@ class BoundedResponse(HTTPSocketPoolResponse):
     def _on_headers_complete(self) -> int | bool | None:
         self._final_seen = self.get_code() >= 200  # an interim 1xx is followed by the final response
         return super()._on_headers_complete()
+
+    def _on_message_complete(self) -> None:
+        if self.get_code() < 200:
+            # An interim 1xx ends here and the final response follows on this socket. The base class
+            # would release the socket (back to the pool, and no longer this response's): a final
+            # response whose body came in a later read was read as an empty body, on a socket already
+            # handed out again. Only the parser's state is marked.
+            HTTPResponse._on_message_complete(self)
+            return
+        super()._on_message_complete()
 
     def _on_message_begin(self) -> None:
         if self._final_seen:

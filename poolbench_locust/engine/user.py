@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import traceback
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -21,25 +20,23 @@ from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
 
-from poolbench_locust.access import Access, access_for
 from poolbench_locust.endpoints.spec import Endpoint
-from poolbench_locust.engine import answer as checks
-from poolbench_locust.engine import messages
+from poolbench_locust.engine import answer_checks, messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
-from poolbench_locust.engine.limits import Limits
+from poolbench_locust.engine.context import RequestContext
+from poolbench_locust.engine.plan import Plan, plan_for
+from poolbench_locust.engine.target import origin
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 from poolbench_locust.wire import (
-    BINARY_ENCODINGS,
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
 )
-from poolbench_locust.workload import PreparedRequest, request_pool
-from poolbench_locust.workload.arrival import OPEN_LOOP
-from poolbench_locust.workload.datasets import dataset_for
-from poolbench_locust.workload.tokens import counter_for
-from poolbench_locust.workload.warmup import WARMUP
+from poolbench_locust.workload import PreparedRequest
+from poolbench_locust.workload.arrival import open_loop_of
+from poolbench_locust.workload.warmup import warmup_of
 
 logger = logging.getLogger(__name__)
 
@@ -57,79 +54,6 @@ that stays usable."""
 FOLLOWED_REDIRECTS = frozenset({307, 308})
 """The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
 whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
-
-
-@dataclass
-class Plan:
-    """What every user of one User class shares under one set of options."""
-
-    settings: Settings
-    route: str
-    label: str
-    headers: dict[str, str]
-    requests: list[PreparedRequest]
-    client_token_source: str
-    """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
-    access: Access
-    """The API key sent (in `headers`) and the TLS checks of the host."""
-    limits: Limits = field(default_factory=Limits)
-    dims: int | None = None
-    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
-
-    @property
-    def secrets(self) -> tuple[str | None, ...]:
-        """What no message, log line or report may show."""
-        return (self.access.api_key, self.access.host_password)
-
-
-def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
-    """Raise OptionError for a combination the User class's endpoint cannot serve."""
-    endpoint = user_class.endpoint
-    if settings.encoding_format not in endpoint.encodings:
-        kinds = ", ".join(sorted(endpoint.encodings))
-        raise OptionError(
-            "--encoding-format",
-            f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
-        )
-    if (refused := endpoint.refused_option(settings)) is not None:
-        flag, why = refused
-        value = getattr(settings, flag.lstrip("-").replace("-", "_"))
-        given = flag if value is True else f"{flag} {value}"
-        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
-
-
-_plans: dict[tuple[type, Settings, str | None, Access, Limits], Plan] = {}
-
-
-def plan_for(user_class: type[EndpointUser], options: Any, host: str | None = None) -> Plan:
-    """The shared plan of a User class: checked options, headers, and the requests prepared before the test."""
-    settings = Settings.from_options(options)
-    target = host or user_class.host or getattr(options, "host", None)
-    access = access_for(options, settings.api_key, target)
-    limits = Limits.from_options(options)
-    key = (user_class, settings, target, access, limits)
-    if (plan := _plans.get(key)) is None:
-        check_settings(user_class, settings)
-        endpoint = user_class.endpoint
-        counter = counter_for(settings, target, access.api_key)
-        route = settings.endpoint_path or endpoint.route
-        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
-        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
-        if access.api_key:
-            headers["Authorization"] = f"Bearer {access.api_key}"
-        plan = Plan(
-            settings=settings,
-            route=route,
-            label=user_class.request_name or route,
-            headers=headers,
-            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
-            client_token_source=counter.source,
-            access=access,
-            limits=limits,
-            dims=settings.dimensions,
-        )
-        _plans[key] = plan
-    return plan
 
 
 def _content_type(headers: Any) -> str:
@@ -179,10 +103,12 @@ class EndpointUser(FastHttpUser):
     request_name: ClassVar[str | None] = None
 
     def __init__(self, environment: Any) -> None:
-        # Options are checked when Locust starts (poolbench_locust.hooks); a bad value typed into the
+        # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
-            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host)
+            self.plan: Plan | None = plan_for(
+                type(self), environment.parsed_options, environment.host, state_of(environment)
+            )
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e
@@ -194,11 +120,16 @@ class EndpointUser(FastHttpUser):
             self.insecure = not self.plan.access.tls_verify
             self.ssl_context_factory = self.plan.access.ssl_context_factory()
         super().__init__(environment)
+        # Locust joins base URL and path as text; the plan's path already holds the host's own path.
+        if self.client.base_url:
+            self.client.base_url = origin(self.client.base_url)
         agent = self.client.client
         agent.valid_response_codes = ANY_STATUS
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
         agent.max_redirects = MAX_REDIRECTS
         self._failure_rows = messages.failure_rows(environment)
+        self._open_loop = open_loop_of(environment)
+        self._warmup = warmup_of(environment)
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
         # about a tenth of a small request's client CPU (bench/client_cost.py).
         agent.cookiejar = None
@@ -227,8 +158,8 @@ class EndpointUser(FastHttpUser):
         if not settings.open_loop:
             self.measure(req)
             return
-        due = OPEN_LOOP.next_send_time(self.environment, settings)
-        with OPEN_LOOP.slot(self.environment, settings):
+        due = self._open_loop.next_send_time(self.environment, settings)
+        with self._open_loop.slot(self.environment, settings):
             self.measure(req, due=due)
 
     def measure(self, req: PreparedRequest, due: float | None = None) -> None:
@@ -242,23 +173,23 @@ class EndpointUser(FastHttpUser):
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
-        exchange.begin(deadline, plan.settings.request_timeout)
+        exchange.begin(deadline, plan.settings.request_timeout, req.sequences * plan.metadata_item_bytes)
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = not WARMUP.counting  # counting starts where the stats were reset (workload.warmup)
+        warming = not self._warmup.counting  # counting starts where the stats were reset (workload.warmup)
         if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
             self.client.request_event = _UNCOUNTED
         try:
             with self.client.request(
                 "POST",
-                plan.route,
+                plan.path,
                 name=plan.label,
                 data=req.body,
                 headers=plan.headers,
                 stream=True,
                 catch_response=True,
             ) as resp:
-                context: dict[str, Any] = {"sequences": req.sequences}
+                context: RequestContext = {"sequences": req.sequences}
                 if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                     start = exchange.sent_at
                     origin = start if due is None else min(due, start)
@@ -287,6 +218,8 @@ class EndpointUser(FastHttpUser):
                 meta["context"] = {**meta["context"], **context}
                 if failure is None:
                     resp.success()
+                elif warming:  # counted nowhere: it must take none of the failure rows' places either
+                    resp.failure(messages.clean(failure, plan.secrets))
                 else:
                     resp.failure(self._failure_rows.row(messages.clean(failure, plan.secrets)))
         finally:
@@ -301,7 +234,7 @@ class EndpointUser(FastHttpUser):
         resp: Any,
         req: PreparedRequest,
         start: float,
-        context: dict[str, Any],
+        context: RequestContext,
     ) -> tuple[int, str | None]:
         """Read the whole answer and judge it: (bytes received, failure message or None)."""
         if (error := getattr(resp, "error", None)) is not None:
@@ -333,9 +266,9 @@ class EndpointUser(FastHttpUser):
                 body, tokens, source = self._binary(plan, resp, req)
             else:
                 body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = checks.check_json(self.endpoint, body, req, settings).prompt_tokens
+                tokens = answer_checks.check_json(self.endpoint, body, req, settings)
                 source = "server"
-            header_tokens = checks.server_headers(headers, context)
+            header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
         if tokens is None:
@@ -361,14 +294,19 @@ class EndpointUser(FastHttpUser):
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
             try:
-                meta = checks.metadata(resp.headers)
+                meta = answer_checks.metadata(resp.headers)
             except BadResponse as e:  # still a whole request: its time and bytes include the body
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
-            head = checks.first_vector_size(meta) if settings.check_vectors else 0
+            head = answer_checks.first_vector_size(meta) if settings.check_vectors else 0
             body = self._read(resp, keep=False, head=head)
-            return body, checks.check_bytes(meta, body, req, settings), "metadata"
+            return body, answer_checks.check_bytes(meta, body, req, settings), "metadata"
         # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
-        head = (plan.dims * width if plan.dims else checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
+        head = (plan.dims * width if plan.dims else answer_checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
         body = self._read(resp, keep=False, head=head)
-        plan.dims = checks.check_bytes_only(body, req, settings, plan.dims)
+        plan.dims = answer_checks.check_bytes_only(body, req, settings, plan.dims)
         return body, req.client_tokens, plan.client_token_source
+
+
+def endpoint_users(environment: Any) -> list[type[EndpointUser]]:
+    """The environment's User classes that this engine runs (a locustfile may mix in others)."""
+    return [u for u in environment.user_classes if issubclass(u, EndpointUser)]

@@ -1,4 +1,5 @@
-"""--prometheus-port: the exporter's options, its HTTP server, and its place in a Locust run.
+"""--prometheus-port: the exporter's HTTP server and its place in a Locust run (its options, read once at
+launch: options/registry.py's Prometheus group).
 
 The process that owns the totals serves GET /metrics: the master in distributed mode and with
 --processes (workers ship their figures to it), the one process otherwise. The server is bound when
@@ -9,9 +10,7 @@ the last scrape sees the figures the Pooling CSV holds.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,38 +22,16 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
-from poolbench_locust.metrics.reporting import stats_of
-from poolbench_locust.options import OPTIONS as RUN_OPTIONS
-from poolbench_locust.options import Option, OptionError, non_negative, parsed, register, whole
+from poolbench_locust.metrics.wiring import stats_of
+from poolbench_locust.options import OptionError, parsed
+from poolbench_locust.run_state import state_of
+from poolbench_locust.start_checks import stop_at_start
 from poolbench_locust.workload.sweep import SweepShape
 
 logger = logging.getLogger("poolbench_locust")
 
 
-def _port(text: str) -> int:
-    value = whole(1)(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number in 1..65535, got {value}")
-    return value
-
-
-OPTIONS = (
-    Option("--prometheus-port", _port, None, "Serve the client's own figures for Prometheus at :PORT/metrics."),
-    Option(
-        "--prometheus-host",
-        str,
-        "",
-        "Interface the Prometheus endpoint binds (empty or *: all, like Locust's --web-host).",
-    ),
-    Option(
-        "--prometheus-linger",
-        non_negative,
-        0.0,
-        "Seconds the Prometheus endpoint stays up after the run's final figures, for a last scrape.",
-    ),
-)
-PORT = OPTIONS[0]
-REQUEST_RATE = next(o for o in RUN_OPTIONS if o.flag == "--request-rate")
+OPTIONS = ("--prometheus-port", "--prometheus-host", "--prometheus-linger")
 
 
 class Exporter:
@@ -99,7 +76,7 @@ class Exporter:
         if isinstance(shape, SweepShape):
             return shape.targets[shape.step] if shape.by_rate and 0 <= shape.step < len(shape.targets) else None
         try:
-            return parsed(self.environment.parsed_options, REQUEST_RATE)
+            return parsed(self.environment.parsed_options, "--request-rate")
         except OptionError:
             return None  # a bad value typed into the web UI's form: that run is stopped at its start
 
@@ -138,14 +115,14 @@ def _shown_host(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else ""
 
 
-def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # its figures reach the master, which serves them
     options = environment.parsed_options
     try:
-        port, host, linger = (parsed(options, opt) for opt in OPTIONS)
+        port, host, linger = (parsed(options, flag) for flag in OPTIONS)
     except OptionError as e:
-        _stop_at_start(runner, str(e))
+        stop_at_start(environment, runner, str(e))
         return
     if port is None:
         return
@@ -154,8 +131,10 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     try:
         exporter.listen(host or "", port)
     except OSError as e:
-        _stop_at_start(runner, f"--prometheus-port {port}: cannot listen on {host or '*'}:{port}: {e.strerror or e}")
+        message = f"--prometheus-port {port}: cannot listen on {host or '*'}:{port}: {e.strerror or e}"
+        stop_at_start(environment, runner, message)
         return
+    state_of(environment).prometheus = exporter  # the process's endpoint: it outlives each run
     logger.info("Prometheus endpoint at http://%s:%d/metrics", host or "0.0.0.0", port)
     events = environment.events
     events.test_start.add_listener(exporter.next_run)
@@ -163,7 +142,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     @events.test_start.add_listener
     def bound_at_launch(**_: Any) -> None:
         try:
-            asked = parsed(environment.parsed_options, PORT)
+            asked = parsed(environment.parsed_options, "--prometheus-port")
         except OptionError:
             asked = None
         if asked != port:  # the web UI's form shows the option, but the endpoint was bound at launch
@@ -179,24 +158,8 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             logger.info("Prometheus endpoint: up %g s more for a last scrape (--prometheus-linger)", linger_s)
             gevent.sleep(linger_s)
         exporter.close()
-
-
-def _stop_at_start(runner: Any, message: str) -> None:
-    logger.error("%s", message)
-    if isinstance(runner, MasterRunner):
-        runner.quit()  # connected workers quit with it
-    sys.exit(1)
-
-
-_registered: set[int] = set()
+        state_of(environment).prometheus = None
 
 
 def setup(events: Events) -> None:
-    """Register the exporter's options and listeners with Locust's `events` (once per Events)."""
-    if id(events) in _registered:
-        return
-    _registered.add(id(events))
-    events.init_command_line_parser.add_listener(
-        lambda parser, **_: register(parser, "poolbench-locust Prometheus exporter", OPTIONS)
-    )
-    events.init.add_listener(_on_init)
+    events.init.add_listener(on_init)

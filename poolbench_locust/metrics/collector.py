@@ -17,6 +17,7 @@ from typing import Any
 
 from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
+from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.metrics.goodput import Slo
 from poolbench_locust.metrics.histogram import Histogram, Moments
 
@@ -84,7 +85,7 @@ class Entry:
             del self.per_second[old]
 
     def log(
-        self, now: float, e2e: float, nbytes: int, failed: bool, context: dict[str, Any], good: bool = False
+        self, now: float, e2e: float, nbytes: int, failed: bool, context: RequestContext, good: bool = False
     ) -> None:
         """One request event; `good`: it succeeded and met every objective of --slo."""
         self.requests += 1
@@ -205,7 +206,7 @@ class PoolingStats:
         """The run's --slo (set from the options at start; kept through resets): goodput counts against it."""
 
     def on_request(
-        self, name: str, response_time: float, response_length: int, exception: Any, context: dict[str, Any], **_: Any
+        self, name: str, response_time: float, response_length: int, exception: Any, context: RequestContext, **_: Any
     ) -> None:
         if "sequences" not in context:
             return  # a request of some other User class

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.metrics.report import rows
+from poolbench_locust.metrics.table import rows
 
 COLUMNS = (
     "Name",

@@ -2,7 +2,7 @@
 runner that shows the figures (the master, or the only process), for PREFIX_pooling_history.csv,
 the charts and the JSON result.
 
-A sample is the Aggregated row of `report.rows` (every name's row too with --csv-full-history),
+A sample is the Aggregated row of `table.rows` (every name's row too with --csv-full-history),
 with the time, the user count and the TTFB and E2E percentiles of the requests of the last
 WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
 Memory stays bounded however long the run: past MAX_SAMPLES, every other sample is dropped and the
@@ -22,10 +22,10 @@ import gevent
 from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
-from poolbench_locust.metrics.report import rows
+from poolbench_locust.metrics.table import rows
+from poolbench_locust.run_state import state_of
 
 MAX_SAMPLES = 1800
 """Half an hour at one sample a second; a longer run keeps this many, further apart."""
@@ -44,7 +44,7 @@ WINDOW_COLUMNS = [window_column(title, p) for _, title in WINDOW_TIMINGS for p i
 """Added to every row of a sample: ms, None when no request ended in the window."""
 
 Sample = dict[str, Any]
-"""{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `report.rows` makes them
+"""{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `table.rows` makes them
 plus WINDOW_COLUMNS, the Aggregated row last (and alone unless --csv-full-history)."""
 
 Snapshot = dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]]
@@ -111,7 +111,10 @@ class History:
 
 def history_of(environment: Environment) -> History:
     """The environment's history (created on first use, one per environment)."""
-    return attached(environment, "poolbench_history", History)
+    state = state_of(environment)
+    if state.history is None:
+        state.history = History()
+    return state.history
 
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:

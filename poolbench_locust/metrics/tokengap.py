@@ -9,12 +9,12 @@ import logging
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
-from poolbench_locust.metrics.reporting import stats_of
+from poolbench_locust.metrics.wiring import stats_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -53,7 +53,6 @@ class GapWatch:
         return gap is not None and entry.requests - entry.failures >= MIN_REQUESTS and abs(gap) > GAP_PERCENT
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # a worker holds only what it counted since its last report: the master decides
@@ -76,3 +75,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         while checker:
             checker.pop().kill(block=False)
         watch.check(stats)  # a run shorter than CHECK_EVERY_S is checked at its end
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

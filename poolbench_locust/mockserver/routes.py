@@ -1,6 +1,6 @@
 """What each route answers (WIRE.md), as vLLM, Infinity or TEI would, with token counts by the word rule.
 
-Handlers turn a parsed request into an `Answer` (a JSON document whose vectors are pre-serialised
+Handlers turn a parsed request into an `AnswerDraft` (a JSON document whose vectors are pre-serialised
 `orjson.Fragment`s, or a raw body with its metadata); `render` makes the `Reply` the writer sends.
 """
 
@@ -52,7 +52,9 @@ class Call:
 
 
 @dataclass(slots=True)
-class Answer:
+class AnswerDraft:
+    """What a handler answers, before `render` serialises it and applies the content faults into a `Reply`."""
+
     doc: Any = None
     raw: bytes | None = None
     """The body of a bytes/bytes_only answer (then `doc` is unused)."""
@@ -62,7 +64,7 @@ class Answer:
     sequences: int = 0
 
 
-Handler = Callable[[Call], "Answer | Reply"]
+Handler = Callable[[Call], "AnswerDraft | Reply"]
 _ids = itertools.count(1)
 
 
@@ -182,7 +184,7 @@ def _encoding(call: Call, allowed: tuple[str, ...]) -> tuple[str, str, str]:
     return encoding, dtype, endianness
 
 
-def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, allowed: tuple[str, ...]) -> Answer:
+def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, allowed: tuple[str, ...]) -> AnswerDraft:
     """The OpenAI-shaped embeddings answer shared by /v1/embeddings, /pooling and Infinity's /embeddings."""
     encoding, dtype, endianness = _encoding(call, allowed)
     dim, kind, model = _dim(call), _kind(call), _model(call)
@@ -207,16 +209,16 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
                 for i in indices
             ]
             metadata = {**head, "data": data, "usage": _usage(tokens)}
-        return Answer(raw=vector * len(indices), metadata=metadata, tokens=tokens, sequences=len(prompts))
+        return AnswerDraft(raw=vector * len(indices), metadata=metadata, tokens=tokens, sequences=len(prompts))
     text = vectors.json_floats(dim, kind) if encoding == "float" else vectors.json_base64(dim, dtype, endianness, kind)
     fragment = orjson.Fragment(text)
     data = [{"index": i, "object": item, key: fragment} for i in indices]
     doc = {**head, "object": "list", "data": data, "usage": _usage(tokens)}
-    return Answer(doc, tokens=tokens, sequences=len(prompts))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
 def _embedding_route(item: str, key: str) -> Handler:
-    def handle(call: Call) -> Answer:
+    def handle(call: Call) -> AnswerDraft:
         if "input" not in call.body and "messages" in call.body:
             messages = call.body["messages"]
             if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
@@ -229,12 +231,12 @@ def _embedding_route(item: str, key: str) -> Handler:
     return handle
 
 
-def infinity_embeddings(call: Call) -> Answer:
+def infinity_embeddings(call: Call) -> AnswerDraft:
     prompts = _prompts(_required(call, "input"), "input")
     return _embed(call, prompts, _infinity_tokens(call, prompts), "embedding", "embedding", ("float", "base64"))
 
 
-def cohere_embed(call: Call) -> Answer:
+def cohere_embed(call: Call) -> AnswerDraft:
     texts = call.body.get("texts") or call.body.get("inputs")
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str | Mapping) for t in texts):
         raise BadRequest("'texts' (or 'inputs') must be a non-empty list")
@@ -254,7 +256,7 @@ def cohere_embed(call: Call) -> Answer:
         "texts": [t for t in texts if isinstance(t, str)],
         "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": tokens}},
     }
-    return Answer(doc, tokens=tokens, sequences=len(texts))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(texts))
 
 
 def _ranked(call: Call, query: str, docs: list[str]) -> list[tuple[int, str, float]]:
@@ -270,7 +272,7 @@ def _pair_words(query: str, docs: list[str]) -> int:
     return sum(count_words(query) + count_words(d) for d in docs)
 
 
-def rerank(call: Call) -> Answer:
+def rerank(call: Call) -> AnswerDraft:
     """/rerank and /v1/rerank: vLLM's form, or TEI's (a `texts` body or tei flavor), or Infinity's."""
     query = _text(_required(call, "query"), "query")
     tei = "texts" in call.body or call.controls.flavor == "tei"
@@ -280,7 +282,7 @@ def rerank(call: Call) -> Answer:
         with_text = bool(call.body.get("return_text"))
         doc: Any = [{"index": i, "score": s, **({"text": d} if with_text else {})} for i, d, s in ranked]
         chars = sum(len(query) + len(d) for d in docs)
-        return Answer(doc, headers=_tei_headers(call, tokens, chars), tokens=tokens, sequences=len(docs))
+        return AnswerDraft(doc, headers=_tei_headers(call, tokens, chars), tokens=tokens, sequences=len(docs))
     if call.controls.flavor == "infinity":
         if call.config.infinity_usage == "chars":
             tokens = sum(len(query) + len(d) for d in docs)
@@ -294,13 +296,13 @@ def rerank(call: Call) -> Answer:
             "id": _id("infinity"),
             "created": int(time.time()),
         }
-        return Answer(doc, tokens=tokens, sequences=len(docs))
+        return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
     results = [{"index": i, "document": {"text": d}, "relevance_score": s} for i, d, s in ranked]
     doc = {"id": _id("rerank"), "model": _model(call), "usage": _usage(tokens), "results": results}
-    return Answer(doc, tokens=tokens, sequences=len(docs))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
 
 
-def cohere_rerank(call: Call) -> Answer:
+def cohere_rerank(call: Call) -> AnswerDraft:
     query = _text(_required(call, "query"), "query")
     docs = _texts(_required(call, "documents"), "documents")
     tokens = _pair_words(query, docs)
@@ -309,13 +311,13 @@ def cohere_rerank(call: Call) -> Answer:
         "results": [{"index": i, "relevance_score": s} for i, _, s in _ranked(call, query, docs)],
         "meta": {"billed_units": {"search_units": 1}, "tokens": {"input_tokens": tokens}},
     }
-    return Answer(doc, tokens=tokens, sequences=len(docs))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
 
 
 _SCORE_FIELDS = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))
 
 
-def score(call: Call) -> Answer:
+def score(call: Call) -> AnswerDraft:
     for left_name, right_name in _SCORE_FIELDS:
         if left_name in call.body and right_name in call.body:
             break
@@ -338,7 +340,7 @@ def score(call: Call) -> Answer:
         "data": data,
         "usage": _usage(tokens),
     }
-    return Answer(doc, tokens=tokens, sequences=len(pairs))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(pairs))
 
 
 def _label_scores(prompt: Any) -> list[dict[str, Any]]:
@@ -346,7 +348,7 @@ def _label_scores(prompt: Any) -> list[dict[str, Any]]:
     return sorted(({"score": p, "label": LABELS[1]}, {"score": 1 - p, "label": LABELS[0]}), key=lambda r: -r["score"])
 
 
-def classify(call: Call) -> Answer:
+def classify(call: Call) -> AnswerDraft:
     prompts = _prompts(_required(call, "input"), "input")
     kept = _kept(call, prompts)
     if call.controls.flavor == "infinity":
@@ -359,7 +361,7 @@ def classify(call: Call) -> Answer:
             "id": _id("infinity"),
             "created": int(time.time()),
         }
-        return Answer(doc, tokens=tokens, sequences=len(prompts))
+        return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
     tokens = count_prompts(prompts)
     data = []
     for i, prompt in enumerate(kept):
@@ -373,18 +375,18 @@ def classify(call: Call) -> Answer:
         "data": data,
         "usage": _usage(tokens),
     }
-    return Answer(doc, tokens=tokens, sequences=len(prompts))
+    return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
-def tei_embed(call: Call) -> Answer:
+def tei_embed(call: Call) -> AnswerDraft:
     prompts = _prompts(_required(call, "inputs"), "inputs")
     tokens = count_prompts(prompts)
     fragment = orjson.Fragment(vectors.json_floats(_dim(call), _kind(call)))
     headers = _tei_headers(call, tokens, sum(_chars(p) for p in prompts))
-    return Answer([fragment] * len(_kept(call, prompts)), headers=headers, tokens=tokens, sequences=len(prompts))
+    return AnswerDraft([fragment] * len(_kept(call, prompts)), headers=headers, tokens=tokens, sequences=len(prompts))
 
 
-def tei_predict(call: Call) -> Answer:
+def tei_predict(call: Call) -> AnswerDraft:
     """TEI answers one input with its labels' scores, and a batch with one such list per input."""
     inputs = _required(call, "inputs")
     prompts = _texts(inputs, "inputs")
@@ -394,7 +396,7 @@ def tei_predict(call: Call) -> Answer:
     else:
         doc = [_label_scores(p) for p in _kept(call, prompts)]
     headers = _tei_headers(call, tokens, sum(len(p) for p in prompts))
-    return Answer(doc, headers=headers, tokens=tokens, sequences=len(prompts))
+    return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(prompts))
 
 
 def tokenize(call: Call) -> Reply:
@@ -449,7 +451,7 @@ SERVICE: Mapping[tuple[str, str], Handler] = {
 }
 
 
-def render(answer: Answer | Reply, call: Call, accepts_gzip: bool) -> Reply:
+def render(answer: AnswerDraft | Reply, call: Call, accepts_gzip: bool) -> Reply:
     """Serialise an answer, with the faults that act on its content (see `faults`)."""
     if isinstance(answer, Reply):
         return answer

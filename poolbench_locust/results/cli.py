@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(text_tables(found, runs))
     if args.html:
         try:
-            Path(args.html).write_text(html_page(found, runs), encoding="utf-8")
+            Path(args.html).write_text(html_page(found, runs, args.max_regression), encoding="utf-8")
         except OSError as e:
             print(f"poolbench-compare: --html {args.html}: {e.strerror or e}", file=sys.stderr)
             return EXIT_USAGE

@@ -165,22 +165,47 @@ def compare(runs: Sequence[Run]) -> list[Section]:
     return out
 
 
-def regressions(found: Sequence[Section], runs: Sequence[Run], limit: float) -> list[str]:
-    """One line per figure made worse by more than `limit` (a fraction): by a marked change, or, where
-    a run was too short to estimate its noise, by the change alone (a gate never passes unseen)."""
-    lines = []
+@dataclass(frozen=True)
+class Regression:
+    """A figure made worse beyond the gate: which run, where, and by how much."""
+
+    run: int
+    section: str
+    figure: Figure
+    change: Change
+    noise_known: bool
+
+    def line(self, runs: Sequence[Run], limit: float) -> str:
+        c = self.change
+        why = "beyond noise" if self.noise_known else "noise unknown (a run too short)"
+        return (
+            f"{runs[self.run].label}: {self.section}: {self.figure.title} {fmt(c.base)} -> {fmt(c.new)} "
+            f"({percent(c.relative)}), {why}, worse than --max-regression {limit * 100:g}%"
+        )
+
+
+def failed(found: Sequence[Section], limit: float) -> list[Regression]:
+    """Each figure made worse by more than `limit` (a fraction): by a marked change, or, where a run was
+    too short to estimate its noise, by the change alone (a gate never passes unseen). Once each: a
+    request name whose figure is the total's own (a run of one name) is left to the Aggregated line."""
+    out = []
     for section in found:
         for i, changes in enumerate(section.changes, start=1):
             for figure in section.figures:
                 c = changes[figure.title]
                 unknown = c.noise is None
                 if (c.significant or unknown) and c.worse_by(figure) > limit:
-                    why = "noise unknown (a run too short)" if unknown else "beyond noise"
-                    lines.append(
-                        f"{runs[i].label}: {section.title}: {figure.title} {fmt(c.base)} -> {fmt(c.new)} "
-                        f"({percent(c.relative)}), {why}, worse than --max-regression {limit * 100:g}%"
-                    )
-    return lines
+                    out.append(Regression(i, section.title, figure, c, not unknown))
+    totals = {(r.run, r.figure.title, r.change.base, r.change.new) for r in out if r.section == AGGREGATED}
+    names = {s.title for s in found if s.figures is FIGURES and s.title != AGGREGATED}
+    return [
+        r for r in out if not (r.section in names and (r.run, r.figure.title, r.change.base, r.change.new) in totals)
+    ]
+
+
+def regressions(found: Sequence[Section], runs: Sequence[Run], limit: float) -> list[str]:
+    """One line per figure made worse by more than `limit` (see `failed`)."""
+    return [r.line(runs, limit) for r in failed(found, limit)]
 
 
 def fmt(x: float | None) -> str:

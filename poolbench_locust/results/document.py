@@ -1,7 +1,7 @@
 """The JSON result of a run: one self-describing document (schema.json beside this module).
 
 Built from what the run's reports are built from, so that it says what they say: the pooling table
-(`report.rows`, every column it has, so columns added later appear by themselves), Locust's own
+(`table.rows`, every column it has, so columns added later appear by themselves), Locust's own
 request and failure tables (Locust's CSV writer, fed into a list), the history, the sweep's steps
 and the blocks `poolbench-compare` resamples. The run's total also goes in at the top level under
 the names `vllm bench serve --save-result` uses, so tooling written for vLLM's results reads it.
@@ -30,8 +30,9 @@ from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
-from poolbench_locust.metrics.report import rows
+from poolbench_locust.metrics.table import rows
 from poolbench_locust.results.series import TOTAL, Block, Key
+from poolbench_locust.run_state import state_of
 from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
 
 FORMAT = "poolbench-locust-result"
@@ -232,7 +233,7 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
 
 def _server_metrics(environment: Environment) -> Any:
     """The server's own figures (servermetrics/), where they were scraped."""
-    state = getattr(environment, "poolbench_server_metrics", None)
+    state = state_of(environment).server_metrics
     if state is None or not state.server_rows():
         return None
     return json_safe(state.as_dict(environment))

@@ -68,7 +68,7 @@ class Figure:
     better: str
     """'higher' (a throughput) or 'lower' (a time)."""
     source: str
-    """Where the figure is read: 'pooling' (report.rows), 'locust' (Locust's CSV row) or 'step' (a sweep row)."""
+    """Where the figure is read: 'pooling' (table.rows), 'locust' (Locust's CSV row) or 'step' (a sweep row)."""
     column: str
     of_block: Callable[[Block], float | None]
     unit: str = ""

@@ -23,9 +23,9 @@ import gevent
 from locust.env import Environment
 from locust.stats import StatsEntry
 
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 from poolbench_locust.metrics.histogram import locust_counts
+from poolbench_locust.run_state import state_of
 
 MAX_BLOCKS = 600
 """Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
@@ -164,7 +164,10 @@ class Series:
 
 
 def series_of(environment: Environment) -> Series:
-    return attached(environment, "poolbench_series", Series)
+    state = state_of(environment)
+    if state.series is None:
+        state.series = Series()
+    return state.series
 
 
 def sample_while_running(environment: Environment, stats: PoolingStats) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -10,41 +9,16 @@ import time
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.reporting import stats_of
-from poolbench_locust.options import Option, OptionError, register
+from poolbench_locust.metrics.wiring import stats_of
+from poolbench_locust.options import OptionError
 from poolbench_locust.results import document
 from poolbench_locust.results.series import sample_while_running, series_of
 
 logger = logging.getLogger("poolbench_locust")
-
-
-def _result_path(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must be a file name, got an empty one")
-    return text
-
-
-OPTIONS = (
-    Option(
-        "--json-result",
-        _result_path,
-        None,
-        "Write the run's figures to this JSON file at exit (schema: poolbench_locust/results/schema.json).",
-    ),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust results", OPTIONS)
-    for action in parser._actions:
-        if action.dest == "json_result":
-            # read once at start, a path on the master's disk: a web-UI field for it would do nothing
-            action.include_in_web_ui = False
 
 
 def path_error(path: str) -> str | None:
@@ -60,7 +34,6 @@ def path_error(path: str) -> str | None:
     return None
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return  # a worker's figures reach the document through the master
@@ -107,3 +80,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             logger.error("--json-result %s: could not write it: %s", path, e.strerror or e)
             return
         logger.info("JSON result written to %s", path)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

@@ -6,12 +6,13 @@ PREFIX_server_reconciliation.csv, the HTML report and the console. Times are in 
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from poolbench_locust import htmltables
+from poolbench_locust.charts.svg import Series, line_chart
 from poolbench_locust.servermetrics.deltas import ServerView
 
 PERCENTILES = (0.50, 0.90, 0.99)
@@ -186,57 +187,39 @@ def _server_mean(views: Sequence[ServerView]) -> tuple[str, float] | None:
     return None
 
 
-def _html_table(header: Sequence[str], table: Iterable[dict[str, Value]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in header) + "</tr>"
-        for r in table
-    )
-    return (
-        f'<table border="1" cellspacing="0" cellpadding="4"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-    )
-
-
-CHART_W, CHART_H = 600, 120
-SERIES_COLORS = (("running", "#1f77b4"), ("waiting", "#d62728"))
+GAUGES = (("running", "requests running"), ("waiting", "requests waiting"))
 
 
 def gauge_chart(view: ServerView) -> str:
     """Requests running and waiting at each scrape, as an inline SVG (no script: the report stays one file)."""
-    points = [(at, values) for at, values in view.history if any(values.get(r) is not None for r, _ in SERIES_COLORS)]
+    points = [(at, values) for at, values in view.history if any(values.get(r) is not None for r, _ in GAUGES)]
     if len(points) < 2:
         return ""
-    t0, t1 = points[0][0], points[-1][0]
-    top = max((values.get(role) or 0.0) for _, values in points for role, _ in SERIES_COLORS) or 1.0
-    lines = []
-    for role, color in SERIES_COLORS:
-        xy = " ".join(
-            f"{(at - t0) / (t1 - t0 or 1) * CHART_W:.1f},{CHART_H - (values.get(role) or 0.0) / top * CHART_H:.1f}"
-            for at, values in points
-        )
-        lines.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{xy}"/>')
-    legend = " ".join(f'<span style="color:{c}">{r}</span>' for r, c in SERIES_COLORS)
-    return (
-        f"<p>{html.escape(view.shown)}: requests {legend} over {t1 - t0:.0f} s (top: {top:g})</p>"
-        f'<svg width="{CHART_W}" height="{CHART_H}" style="border:1px solid #ccc">{"".join(lines)}</svg>'
+    t0 = points[0][0]
+    series = [
+        Series(legend, [(at - t0, values[role]) for at, values in points if values.get(role) is not None])
+        for role, legend in GAUGES
+    ]
+    return line_chart(
+        f"{view.shown}: requests running and waiting, at each scrape",
+        series,
+        y_unit="requests",
+        x_label="elapsed (m:ss)",
+        x_from_zero=True,
+        markers=len(points) <= 60,
     )
 
 
 def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]], charts: str = "") -> str:
-    return (
-        '<section id="poolbench-server-metrics" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        "<h2>Server metrics (the server's own /metrics; times in ms)</h2>"
-        + _html_table(HEADER, servers)
+    body = (
+        htmltables.table(HEADER, servers)
         + "<h3>Server against client</h3>"
-        + _html_table(RECONCILIATION_HEADER, checks)
+        + htmltables.table(RECONCILIATION_HEADER, checks)
         + charts
-        + "</section>"
     )
-
-
-def add_to_html(page: str, section: str) -> str:
-    index = page.rfind("</body>")
-    return page + section if index < 0 else page[:index] + section + page[index:]
+    return htmltables.section(
+        "poolbench-server-metrics", "Server metrics (the server's own /metrics; times in ms)", body
+    )
 
 
 CONSOLE_COLUMNS = (

@@ -1,4 +1,4 @@
-"""--server-metrics: its options, and the scraper's place in a Locust run and in every report.
+"""--server-metrics: the scraper's place in a Locust run and in every report (its options: options/registry.py).
 
 On the master (or the one local process) only: workers never scrape. The scraper starts with the
 test, takes a new base when the stats are reset (the end of --warmup, or the web UI's Reset stats),
@@ -7,24 +7,24 @@ and scrapes once more when the test stops, after the users have finished their r
 
 from __future__ import annotations
 
-import argparse
 import csv
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import gevent
-from flask import Response, jsonify, request
-from locust import events
+from flask import Response
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.engine.user import EndpointUser, plan_for
-from poolbench_locust.hooks import _without_credentials
-from poolbench_locust.metrics.reporting import _slug, csv_text, stats_of
-from poolbench_locust.options import Option, OptionError, positive, register
+from poolbench_locust import locust_pages
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.metrics.wiring import csv_text, stats_of
+from poolbench_locust.options import OptionError, parsed, without_credentials
+from poolbench_locust.run_state import state_of
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -32,49 +32,7 @@ from poolbench_locust.servermetrics.scrape import Scraper
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
 
-TABS = (
-    ("Server metrics", "server_metrics", report.HEADER),
-    ("Server vs client", "server_reconciliation", report.RECONCILIATION_HEADER),
-)
 HISTORY_HEADER = ["Timestamp", "Server", "Kind", "Requests", "Prompt Tokens", "Latency Mean", "Running", "Waiting"]
-
-
-def _targets(text: str) -> str:
-    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
-    if text in ("auto", "off"):
-        return text
-    for url in (u.strip() for u in text.split(",")):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise argparse.ArgumentTypeError(
-                f"must be auto, off, or http(s):// URLs separated by commas, got {_without_credentials(url)!r}"
-            )
-    return text
-
-
-OPTIONS = (
-    Option(
-        "--server-metrics",
-        _targets,
-        "auto",
-        "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
-        "off, or URLs separated by commas.",
-    ),
-    Option("--server-metrics-interval", positive, 5.0, "Seconds between two scrapes of the server's metrics."),
-)
-
-
-@events.init_command_line_parser.add_listener
-def add_arguments(parser: Any) -> None:
-    register(parser, "poolbench-locust server metrics", OPTIONS)
-
-
-def _option(environment: Environment, opt: Option) -> Any:
-    raw = getattr(environment.parsed_options, opt.dest, opt.default)
-    try:
-        return opt.parse(str(raw)) if raw not in (None, "") and opt.parse is not None else opt.default
-    except argparse.ArgumentTypeError as e:
-        raise OptionError(opt.flag, str(e)) from None
 
 
 def _routes(environment: Environment) -> frozenset[str]:
@@ -82,9 +40,9 @@ def _routes(environment: Environment) -> frozenset[str]:
     for user_class in environment.user_classes:
         if issubclass(user_class, EndpointUser):
             try:
-                routes.add(plan_for(user_class, environment.parsed_options).route)
+                routes.add(plan_for(user_class, environment.parsed_options, run=state_of(environment)).route)
             except (OptionError, AttributeError):
-                continue  # hooks.py stops such a run with its own line
+                continue  # the start checks stop such a run with their own line
     return frozenset(routes)
 
 
@@ -141,8 +99,8 @@ def _start(environment: Environment, state: State) -> None:
     state.scraper = None
     state.views = []
     try:
-        mode = _option(environment, OPTIONS[0])
-        interval = _option(environment, OPTIONS[1])
+        mode = parsed(environment.parsed_options, "--server-metrics")
+        interval = parsed(environment.parsed_options, "--server-metrics-interval")
     except OptionError as e:  # typed into the web UI's form: stop this run with the one line
         logger.error("%s", e)
         if environment.runner is not None:
@@ -150,7 +108,7 @@ def _start(environment: Environment, state: State) -> None:
         return
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
-    state.views = [ServerView(url, _without_credentials(url)) for url in urls]
+    state.views = [ServerView(url, without_credentials(url)) for url in urls]
     runner = environment.runner
     state.scraper = Scraper(
         state.views,
@@ -179,54 +137,60 @@ def _write_history(state: State, view: ServerView) -> None:
     state.history.flush()
 
 
-def _install_web_ui(environment: Environment, state: State) -> None:
-    web_ui = environment.web_ui
-    assert web_ui is not None
-    args = web_ui.template_args
-    for title, key, header in TABS:
-        args.setdefault("extended_tabs", []).append({"title": title, "key": key})
-        args.setdefault("extended_tables", []).append(
-            {"key": key, "structure": [{"key": _slug(c), "title": c} for c in header]}
+def _state(environment: Environment) -> State | None:
+    return state_of(environment).server_metrics
+
+
+def report_section(environment: Environment, sections: list[locust_pages.Section], final: bool, **_: Any) -> None:
+    """The section of the web UI's report always; of the --html file once some server was scraped."""
+    if (state := _state(environment)) is not None and (state.server_rows() or not final):
+        sections.append(locust_pages.Section(locust_pages.SERVER_METRICS_SECTION, state.html(environment)))
+
+
+def web_ui_tabs(environment: Environment, tabs: list[locust_pages.Tab], **_: Any) -> None:
+    def server_rows() -> list[dict[str, Any]]:
+        state = _state(environment)
+        return state.server_rows() if state is not None else []
+
+    def checks() -> list[dict[str, Any]]:
+        state = _state(environment)
+        return state.checks(environment) if state is not None else []
+
+    csv_link = ("./server-metrics/csv", "Download server metrics CSV")
+    tabs.append(
+        locust_pages.Tab(
+            locust_pages.SERVER_METRICS_TAB,
+            "Server metrics",
+            "server_metrics",
+            report.HEADER,
+            server_rows,
+            "Server",
+            csv_link,
         )
-    args.setdefault("extended_csv_files", []).append(
-        {"href": "./server-metrics/csv", "title": "Download server metrics CSV"}
+    )
+    tabs.append(
+        locust_pages.Tab(
+            locust_pages.RECONCILIATION_TAB,
+            "Server vs client",
+            "server_reconciliation",
+            report.RECONCILIATION_HEADER,
+            checks,
+            "Check",
+        )
     )
 
-    def web_rows(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-        return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row[name]} for row in rows]
 
-    @web_ui.app.after_request
-    def extend(response: Response) -> Response:
-        if request.path.endswith("/stats/requests") and response.is_json:
-            data = response.get_json()
-            data.setdefault("extended_stats", []).extend(
-                [
-                    {"key": "server_metrics", "data": web_rows(state.server_rows(), "Server")},
-                    {"key": "server_reconciliation", "data": web_rows(state.checks(environment), "Check")},
-                ]
-            )
-            response.set_data(jsonify(data).get_data())
-        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            response.set_data(report.add_to_html(response.get_data(as_text=True), state.html(environment)))
-        return response
-
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    @web_ui.app.route(f"{base}/server-metrics/csv")
-    @web_ui.auth_required_if_enabled
+def _install_web_ui(environment: Environment, state: State) -> None:
     def server_metrics_csv() -> Response:
-        return Response(
-            csv_text(state.server_rows(), report.HEADER),
-            mimetype="text/csv",
-            headers={"Content-Disposition": f"attachment;filename=server_metrics_{int(time.time())}.csv"},
-        )
+        return locust_pages.csv_download(csv_text(state.server_rows(), report.HEADER), "server_metrics")
+
+    locust_pages.add_route(environment, "/server-metrics/csv", server_metrics_csv)
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the master scrapes, once for the whole run
-    state = environment.poolbench_server_metrics = State()  # type: ignore[attr-defined]
+    state = state_of(environment).server_metrics = State()
     if web_ui is not None:
         _install_web_ui(environment, state)
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
@@ -267,12 +231,6 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(servers, report.HEADER))
             with open(f"{prefix}_server_reconciliation.csv", "w", newline="") as f:
                 f.write(csv_text(checks, report.RECONCILIATION_HEADER))
-        html_file = getattr(environment.parsed_options, "html_file", None)
-        if html_file:
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(report.add_to_html(page, state.html(environment)))
         for check in checks:
             if check["Flagged"]:
                 logger.warning(
@@ -291,3 +249,9 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             console.info("")
         if state.history is not None:
             state.history.close()
+
+
+def setup(events: Events, pages: locust_pages.PageEvents) -> None:
+    events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_section)
+    pages.web_ui_tabs.add_listener(web_ui_tabs)

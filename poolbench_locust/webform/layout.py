@@ -20,93 +20,22 @@ import re
 from typing import Any
 
 from flask import Response, request
-from locust import events
 from locust.argument_parser import default_args_dict, get_parser
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 from werkzeug.datastructures import ImmutableMultiDict
 
-from poolbench_locust.charts.pages import insert_before_body_end
+from poolbench_locust.locust_pages import insert_before_body_end
+from poolbench_locust.options import ALL_OPTIONS
+from poolbench_locust.options import GROUPS as OPTION_GROUPS
 
-GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    (
-        "Request",
-        (
-            ("--model", "Model"),
-            ("--encoding-format", "Encoding format"),
-            ("--embed-dtype", "Embedding element type"),
-            ("--endianness", "Byte order"),
-            ("--dimensions", "Dimensions"),
-            ("--endpoint-path", "Route"),
-            ("--api-key", "API key"),
-            ("--api-key-from-env", "API key from the environment"),
-            ("--api-key-over-http", "Allow the key over plain http"),
-            ("--tls-verify", "Verify TLS certificates"),
-            ("--ca-bundle", "CA bundle file"),
-            ("--request-timeout", "Request timeout, s"),
-            ("--max-body-mb", "Largest JSON answer kept, MB"),
-            ("--max-header-kb", "Largest response head, KiB"),
-            ("--no-validate", "Do not check the answers"),
-            ("--check-vectors", "Check the vectors"),
-            ("--no-preflight", "Skip the preflight request"),
-        ),
-    ),
-    (
-        "Workload",
-        (
-            ("--batch-size", "Inputs per request"),
-            ("--input-len", "Input length"),
-            ("--input-len-range", "Input length range"),
-            ("--documents", "Documents per query"),
-            ("--dataset", "Dataset"),
-            ("--seed", "Seed"),
-            ("--tokenizer", "Tokenizer file"),
-            ("--count-tokens-with-server", "Count tokens with the server"),
-            ("--warmup", "Warm-up, s"),
-        ),
-    ),
-    (
-        "Open loop",
-        (
-            ("--request-rate", "Request rate, requests/s"),
-            ("--burstiness", "Burstiness"),
-            ("--max-concurrency", "Most requests in flight"),
-        ),
-    ),
-    (
-        "Sweep",
-        (
-            ("--sweep-rates", "Request rates of the steps"),
-            ("--sweep-users", "Users of the steps"),
-            ("--sweep-step-time", "Seconds per step"),
-        ),
-    ),
-    (
-        "Checks",
-        (
-            ("--check-p95-ms", "Highest p95 response time, ms"),
-            ("--check-fail-ratio", "Highest failure ratio"),
-            ("--check-min-tokens-per-s", "Lowest input tokens/s"),
-            ("--slo", "Service-level objectives, ms"),
-            ("--check-min-goodput", "Lowest goodput, requests/s"),
-        ),
-    ),
-    (
-        "Server metrics",
-        (
-            ("--server-metrics", "Server metrics URL"),
-            ("--server-metrics-interval", "Seconds between scrapes"),
-        ),
-    ),
-    (
-        "Prometheus",
-        (
-            ("--prometheus-port", "Prometheus port, set at launch"),
-            ("--prometheus-host", "Prometheus interface, set at launch"),
-            ("--prometheus-linger", "Seconds up after the run, set at launch"),
-        ),
-    ),
+GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = tuple(
+    (title, fields)
+    for title in OPTION_GROUPS
+    if (fields := tuple((opt.flag, opt.label) for opt in ALL_OPTIONS if opt.group == title and opt.web_ui))
 )
+"""The form's groups in order, each with its options' flags and labels: the registry's, as it orders them."""
 OTHER = "Other"
 """The group of an option no group names (a locustfile's own, say): labelled with its flag."""
 
@@ -242,7 +171,10 @@ def _install(environment: Environment) -> None:
         return response
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
         _install(environment)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)

@@ -13,35 +13,45 @@ import logging
 from typing import Any
 
 from flask import Response, jsonify, request
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.engine.limits import LIMITS
-from poolbench_locust.hooks import SECRET_PLACEHOLDER, configuration_error, host_error
-from poolbench_locust.options import FLAGS, OPTIONS
+from poolbench_locust.host_probe import host_error
+from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
+from poolbench_locust.run_state import state_of
+from poolbench_locust.start_checks import configuration_error
+from poolbench_locust.webform import secrets
 
 logger = logging.getLogger("poolbench_locust")
 
-FORM_FIELDS = frozenset(opt.dest for opt in (*OPTIONS, *LIMITS))
-FORM_FLAGS = frozenset(flag.lstrip("-").replace("-", "_") for flag, _ in FLAGS)
+FORM_OPTIONS = {opt.dest: opt for opt in ALL_OPTIONS if opt.web_ui}
+
+
+def form_options(environment: Environment, form: Any) -> argparse.Namespace:
+    """The options as they will be once Locust has copied the form into them (web.py's /swarm: a
+    flag's field is "true" or "false", every other field its text)."""
+    options = argparse.Namespace(**vars(environment.parsed_options or argparse.Namespace()))
+    for key, value in form.items():
+        if (opt := FORM_OPTIONS.get(key)) is not None:
+            setattr(options, key, value == "true" if opt.is_flag else value)
+    return options
 
 
 def form_error(environment: Environment, form: Any) -> str | None:
-    """Why the run the form asks for cannot start, or None: the options as they will be once Locust
-    has copied the form into them, checked like the command line's."""
-    options = argparse.Namespace(**vars(environment.parsed_options or argparse.Namespace()))
-    secrets: dict[str, str] = getattr(environment, "poolbench_secrets", {})
-    for key, value in form.items():
-        if key in FORM_FLAGS:
-            setattr(options, key, value == "true")
-        elif key in FORM_FIELDS:
-            setattr(options, key, secrets.get(key, "") if value == SECRET_PLACEHOLDER else value)
+    """Why the run the form asks for cannot start, or None: every option of the registry parsed and
+    checked together (Settings), then the checks a run makes at start (start_checks.configuration_error: the
+    checks' and --slo's, each User class's plan with its access and limits), then the host."""
+    options = form_options(environment, form)
     host = str(form.get("host") or environment.host or "")
     options.host = host  # --count-tokens-with-server asks this host's /tokenize while it plans
+    try:
+        Settings.from_options(options)
+    except OptionError as e:
+        return str(e)
     if (error := configuration_error(environment, options)) is not None:
         return error
-    if host and host != getattr(environment, "poolbench_checked_host", None):
+    if host and host != state_of(environment).checked_host:
         return host_error(host)
     return None
 
@@ -57,7 +67,11 @@ def install(environment: Environment, web_ui: Any) -> None:
         return jsonify({"success": False, "message": error, "host": environment.host})
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if web_ui is not None and not isinstance(runner, WorkerRunner):
+        secrets.install(environment, web_ui)  # first: the form's checks read it with the secrets put back
         install(environment, web_ui)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

@@ -19,9 +19,10 @@ from typing import Any
 import gevent
 from gevent.event import Event
 from gevent.queue import Queue
-from locust import events
+from locust.event import Events
 
 from poolbench_locust.options import Settings
+from poolbench_locust.run_state import state_of
 
 RATE_MESSAGE = "poolbench_rate"
 
@@ -82,26 +83,35 @@ class OpenLoop:
             self._freed.set()
 
 
-OPEN_LOOP = OpenLoop()
+def open_loop_of(environment: Any) -> OpenLoop:
+    """The run's open-loop schedule (one per environment)."""
+    state = state_of(environment)
+    if state.open_loop is None:
+        state.open_loop = OpenLoop()
+    return state.open_loop
 
 
-@events.init.add_listener
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     def set_rate(msg: Any, **_: Any) -> None:  # a sweep step on the master changes every process's rate
-        OPEN_LOOP.rate_override = float(msg.data)
+        open_loop_of(environment).rate_override = float(msg.data)
 
     if runner is not None and hasattr(runner, "register_message"):
         runner.register_message(RATE_MESSAGE, set_rate)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
-    OPEN_LOOP.reset(seed=int(getattr(environment.parsed_options, "seed", 0) or 0) * 1000 + worker)
+    open_loop_of(environment).reset(seed=int(getattr(environment.parsed_options, "seed", 0) or 0) * 1000 + worker)
 
 
-@events.test_stop.add_listener
-def _on_test_stop(**_: Any) -> None:
-    OPEN_LOOP.rate_override = None
-    OPEN_LOOP.reset()
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    open_loop = open_loop_of(environment)
+    open_loop.rate_override = None
+    open_loop.reset()
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)

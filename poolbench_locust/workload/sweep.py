@@ -1,5 +1,9 @@
 """A sweep: the same test at rising request rates (open loop) or user counts (closed loop), a fixed
-time per step, with one row per step (PREFIX_sweep.csv) to find the knee of the server's curve."""
+time per step, with one row per step (PREFIX_sweep.csv) to find the knee of the server's curve.
+
+A step's E2E percentiles come from the pooling stats' precise histogram (0.05 %), as the Pooling
+table's do: Locust's own response times keep two significant digits, so a server answering in
+263.5 ms showed 260 or 270 and two steps a knee apart could show the same figure."""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ import logging
 import sys
 from typing import Any
 
-from locust import LoadTestShape, events
+from locust import LoadTestShape
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import WorkerRunner
-from locust.stats import calculate_response_time_percentile, diff_response_time_dicts
 
+from poolbench_locust.metrics.histogram import Histogram, difference
+from poolbench_locust.metrics.table import PERCENTILES, shown_ms
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload.arrival import RATE_MESSAGE
 
@@ -74,14 +80,15 @@ class SweepShape(LoadTestShape):
         return users, float(users)
 
     def _snapshot(self) -> dict[str, Any]:
-        from poolbench_locust.metrics.reporting import stats_of
+        from poolbench_locust.metrics.wiring import stats_of
 
         total = self.environment.runner.stats.total  # type: ignore[union-attr]
+        pooling = stats_of(self.environment).total
         return {
             "requests": total.num_requests,
             "failures": total.num_failures,
-            "times": dict(total.response_times),
-            "tokens": stats_of(self.environment).total.input_tokens,
+            "e2e": pooling.timings["e2e"].dump(),
+            "tokens": pooling.input_tokens,
             "at": self._ended_at or self.get_run_time(),
         }
 
@@ -92,7 +99,8 @@ class SweepShape(LoadTestShape):
             before = self._mark
             seconds = max(now["at"] - before["at"], 1e-9)
             count = now["requests"] - before["requests"]
-            times = diff_response_time_dicts(now["times"], before["times"])
+            e2e = Histogram()
+            e2e.merge(difference(now["e2e"], before["e2e"]))
             self.rows.append(
                 [
                     self.step + 1,
@@ -102,10 +110,7 @@ class SweepShape(LoadTestShape):
                     now["failures"] - before["failures"],
                     round(count / seconds, 2),
                     round((now["tokens"] - before["tokens"]) / seconds, 1),
-                    *(
-                        calculate_response_time_percentile(times, count, p) if count else ""
-                        for p in (0.5, 0.9, 0.95, 0.99)
-                    ),
+                    *(shown_ms(e2e.percentile(p)) if e2e.n else "" for p in PERCENTILES),
                 ]
             )
         self._mark = now
@@ -124,7 +129,6 @@ class SweepShape(LoadTestShape):
             writer.writerows(self.rows)
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return
@@ -144,7 +148,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         # Reset stats (the end of --warmup, or the web UI's button): the step's figures start again
         # from zero now, so its seconds do too; a mark from before would make them negative.
         if shape._mark is not None:
-            shape._mark = {"requests": 0, "failures": 0, "times": {}, "tokens": 0, "at": shape.get_run_time()}
+            shape._mark = {"requests": 0, "failures": 0, "e2e": None, "tokens": 0, "at": shape.get_run_time()}
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
@@ -152,3 +156,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
             shape.write(f"{prefix}_sweep.csv")
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

@@ -19,11 +19,12 @@ import time
 from typing import Any
 
 import gevent
-from locust import events
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.options import non_negative
+from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -75,33 +76,42 @@ class Warmup:
             entry.start_time = max(entry.start_time, self.counted_from)
 
 
-WARMUP = Warmup()
+def warmup_of(environment: Environment) -> Warmup:
+    """The run's warm-up (one per environment)."""
+    state = state_of(environment)
+    if state.warmup is None:
+        state.warmup = Warmup()
+    return state.warmup
 
 
 def _seconds(environment: Environment) -> float:
     value = getattr(environment.parsed_options, "warmup", 0) or 0
-    try:  # a web UI's form sends text; a bad value is refused before the run (poolbench_locust.hooks)
+    try:  # a web UI's form sends text; a bad value is refused before the run (poolbench_locust.webform.validation)
         return non_negative(str(value))
     except Exception:
         return 0.0
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
-        runner.register_message(OVER_MESSAGE, lambda msg, **_: WARMUP.end(environment) if not WARMUP.counting else None)
+        warmup = warmup_of(environment)
+        runner.register_message(OVER_MESSAGE, lambda msg, **_: warmup.end(environment) if not warmup.counting else None)
     if isinstance(runner, MasterRunner):
 
         @environment.events.worker_report.add_listener  # after Locust's own merge, registered before
         def clamp(**_: Any) -> None:
-            WARMUP.clamp_start(environment)
+            warmup_of(environment).clamp_start(environment)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
-    WARMUP.start(environment, _seconds(environment))
+    warmup_of(environment).start(environment, _seconds(environment))
 
 
-@events.test_stop.add_listener
-def _on_test_stop(**_: Any) -> None:
-    WARMUP.stop()
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    warmup_of(environment).stop()
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)

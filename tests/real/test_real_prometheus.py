@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.prometheus_server import free_port, prometheus
+from tests.support.prometheus_server import free_port, prometheus
 from tests.test_prometheus import LINGER_S, ROOT, assert_the_dashboard_has_data, read_csv, wait_for
 
 pytestmark = pytest.mark.real

@@ -13,9 +13,11 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.endpoints.spec import MAX_TOKENS, Answer, AnswerError, Endpoint, token_count
+from poolbench_locust import lazyjson
+from poolbench_locust.endpoints.spec import MAX_TOKENS, AnswerError, Endpoint, token_count
 from poolbench_locust.engine import vectors
 from poolbench_locust.engine.body import BadResponse, Body
+from poolbench_locust.lazyjson import ARRAY, Numbers
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import (
     DTYPE_SIZES,
@@ -38,9 +40,17 @@ VECTOR_HEAD_LIMIT = 1 << 20
 first vector of a terabyte, or a bytes_only answer whose dimension is not known yet, keeps no more."""
 
 
-def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> Answer:
+LAZY_FROM_BYTES = 32 * 1024
+"""Float answers from this size on are read by lazyjson, which builds no number it only counts; below it,
+orjson's objects cost less than simdjson's proxies (bench/json_readers.py)."""
+
+
+def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> int | None:
+    """Check a JSON answer; return the server's token count (or None)."""
+    data = body.data or b""
+    lazy = endpoint.vectors and settings.encoding_format == "float" and len(data) >= LAZY_FROM_BYTES
     try:
-        doc = orjson.loads(body.data or b"")
+        doc = lazyjson.loads(data) if lazy else orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise BadResponse(f"garbled JSON body: {e}") from None
     try:
@@ -54,7 +64,7 @@ def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: S
         _check_shapes(answer.vectors, settings)
     if settings.check_vectors and answer.vectors:
         _check_vector(answer.vectors[0], settings)
-    return answer
+    return answer.prompt_tokens  # nothing that reads the lazy document outlives this call
 
 
 def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
@@ -70,9 +80,10 @@ def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
             if dims is not None and len(vector) != 4 * -(-dims * width // 3):
                 raise BadResponse(f"embedding {i} has {_base64_dims(vector, width)} dimensions, expected {dims}")
             continue
-        if not isinstance(vector, list):
+        if not isinstance(vector, ARRAY):
             raise BadResponse(f"embedding {i} is not a list of numbers")
-        row = vector[0] if vector and isinstance(vector[0], list) else vector  # /pooling may nest
+        # /pooling may nest; an array of Numbers starts with a number, and its first value is not built
+        row = vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector
         if dims is not None and len(row) != dims:
             raise BadResponse(f"embedding {i} has {len(row)} dimensions, expected {dims}")
 
@@ -93,11 +104,15 @@ def _check_vector(vector: Any, settings: Settings) -> None:
         except (binascii.Error, ValueError):
             raise BadResponse("embedding is not valid base64") from None
     else:
-        values = vector[0] if isinstance(vector, list) and vector and isinstance(vector[0], list) else vector
+        values = _built(vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector)
         if not isinstance(values, list) or not all(type(v) in (float, int) for v in values):
             raise BadResponse("embedding 0 is not a list of numbers")
     if (why := vectors.problem(values)) is not None:
         raise BadResponse(why)
+
+
+def _built(value: Any) -> Any:
+    return value.values() if isinstance(value, Numbers) else value
 
 
 def metadata(headers: Any) -> dict[str, Any]:

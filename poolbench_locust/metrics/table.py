@@ -24,7 +24,7 @@ def _percent(p: float) -> str:
     return f"{round(p * 100)}%"
 
 
-def _ms(value: float | None) -> float | None:
+def shown_ms(value: float | None) -> float | None:
     """A time as shown: five significant digits (0.005 % at most, under the histogram's 0.05 %), to the µs."""
     if value is None:
         return None
@@ -61,11 +61,11 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
     ]
     for key, title in TIMING_COLUMNS:
         if key == "e2e":
-            cols.append(("E2E Mean", lambda s, e: _ms(e.e2e_moments.mean())))
-            cols.append(("E2E Stddev", lambda s, e: _ms(e.e2e_moments.stddev())))
+            cols.append(("E2E Mean", lambda s, e: shown_ms(e.e2e_moments.mean())))
+            cols.append(("E2E Stddev", lambda s, e: shown_ms(e.e2e_moments.stddev())))
         for p in PERCENTILES:
-            cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: _ms(e.timings[key].percentile(p))))
-        cols.append((f"{title} Max", lambda s, e, key=key: _ms(e.timings[key].max) if e.timings[key].n else None))
+            cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: shown_ms(e.timings[key].percentile(p))))
+        cols.append((f"{title} Max", lambda s, e, key=key: shown_ms(e.timings[key].max) if e.timings[key].n else None))
     return cols
 
 

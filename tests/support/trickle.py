@@ -1,7 +1,7 @@
 """A server whose every answer takes a time it chooses: headers after TTFB_MS, then a /v1/embeddings
 body trickled out in pieces until the request's own duration is over; it times each request itself.
 
-Served in a process of its own by `python -m tests.hostile tests.trickle:handler`. `GET /timings`
+Served in a process of its own by `python -m tests.support.hostile tests.support.trickle:handler`. `GET /timings`
 answers the server's time of every request so far, in ms (its last request byte read to its last
 answer byte sent).
 """
@@ -15,7 +15,7 @@ import time
 
 import gevent
 
-from tests.hostile import read_request, response
+from tests.support.hostile import read_request, response
 
 TTFB_MS = 40.0
 PIECES = 12

@@ -11,11 +11,12 @@ client that never stops reading still ends.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import zlib
 
-from tests.hostile import read_request, response
+from tests.support.hostile import read_request, response
 
 STREAM_LIMIT = int(os.environ.get("HOSTILE_STREAM_LIMIT", 2 << 30))
 """Bytes any endless stream sends at most: far more than any bound the client keeps (smaller to
@@ -100,3 +101,13 @@ def close_after_answer(sock: socket.socket, _conn: int) -> None:
     may do to an idle keep-alive connection (uvicorn after 5 s)."""
     if read_request(sock) is not None:
         sock.sendall(response(200, VALID_EMBEDDING))
+
+
+_errors = itertools.count()
+
+
+def unique_errors(sock: socket.socket, _conn: int) -> None:
+    """Every request a 500 whose message no other request got: more distinct failure messages than
+    the failures table keeps as rows of their own."""
+    while read_request(sock) is not None:
+        sock.sendall(response(500, b'{"error": {"message": "failure %d"}}' % next(_errors)))

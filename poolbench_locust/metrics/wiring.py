@@ -12,20 +12,30 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
-from flask import Response, jsonify, request
-from locust import events
+from flask import Response, jsonify
 from locust.env import Environment
+from locust.event import Events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
+from poolbench_locust import htmltables
+from poolbench_locust.locust_pages import (
+    POOLING_SECTION,
+    POOLING_TAB,
+    PageEvents,
+    Section,
+    Tab,
+    add_route,
+    csv_download,
+)
 from poolbench_locust.metrics import checks, goodput
-from poolbench_locust.metrics.attach import attached
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
-from poolbench_locust.metrics.report import HEADER, rows
 from poolbench_locust.metrics.shipping import Inbox, Outbox
+from poolbench_locust.metrics.table import HEADER, rows
 from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -39,7 +49,10 @@ TAB_KEY = "pooling"
 
 def stats_of(environment: Environment) -> PoolingStats:
     """The environment's pooling stats (created on first use, one per environment)."""
-    return attached(environment, "poolbench_stats", PoolingStats)
+    state = state_of(environment)
+    if state.stats is None:
+        state.stats = PoolingStats()
+    return state.stats
 
 
 def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:
@@ -52,72 +65,33 @@ def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) ->
 
 
 def html_table(stats: PoolingStats) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in HEADER)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape('' if r[c] is None else str(r[c]))}</td>" for c in HEADER) + "</tr>"
-        for r in rows(stats)
-    )
     slo = (
         ""
         if stats.slo is None
         else f"<p>Goodput: requests that met every objective of --slo {html.escape(str(stats.slo))}</p>"
     )
-    return (
-        '<section id="poolbench-pooling" style="font-family:sans-serif;margin:2em;overflow-x:auto">'
-        f'<h2>Pooling statistics</h2>{slo}<table border="1" cellspacing="0" cellpadding="4">'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>"
-    )
+    return htmltables.section("poolbench-pooling", "Pooling statistics", slo + htmltables.table(HEADER, rows(stats)))
 
 
-def add_to_html_report(page: str, stats: PoolingStats) -> str:
-    """Locust's report has no hook: the table goes in as its own section before </body>."""
-    index = page.rfind("</body>")
-    return page + html_table(stats) if index < 0 else page[:index] + html_table(stats) + page[index:]
+def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
+    sections.append(Section(POOLING_SECTION, html_table(stats_of(environment))))
 
 
-def _slug(title: str) -> str:
-    return title.lower().replace("%", "").replace("/", "_per_").replace(" ", "_")
-
-
-def _web_rows(stats: PoolingStats) -> list[dict[str, Any]]:
-    return [{**{_slug(k): v for k, v in row.items()}, "safe_name": row["Name"]} for row in rows(stats)]
+def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+    stats = stats_of(environment)
+    csv_link = ("./pooling/csv", "Download pooling statistics CSV")
+    tabs.append(Tab(POOLING_TAB, "Pooling", TAB_KEY, HEADER, lambda: rows(stats), "Name", csv_link))
 
 
 def _install_web_ui(environment: Environment, stats: PoolingStats) -> None:
-    web_ui = environment.web_ui
-    assert web_ui is not None
-    web_ui.template_args["extended_tabs"] = [{"title": "Pooling", "key": TAB_KEY}]
-    web_ui.template_args["extended_tables"] = [
-        {"key": TAB_KEY, "structure": [{"key": _slug(title), "title": title} for title in HEADER]}
-    ]
-    web_ui.template_args["extended_csv_files"] = [{"href": "./pooling/csv", "title": "Download pooling statistics CSV"}]
-
-    @web_ui.app.after_request
-    def extend(response: Response) -> Response:
-        if request.path.endswith("/stats/requests") and response.is_json:
-            data = response.get_json()
-            # Appended, not set: other tabs' rows (the server metrics) may be there already.
-            data.setdefault("extended_stats", []).append({"key": TAB_KEY, "data": _web_rows(stats)})
-            response.set_data(jsonify(data).get_data())
-        elif request.path.endswith("/stats/report") and response.mimetype == "text/html":
-            response.set_data(add_to_html_report(response.get_data(as_text=True), stats))
-        return response
-
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    @web_ui.app.route(f"{base}/pooling/stats")
-    @web_ui.auth_required_if_enabled
     def pooling_json() -> Response:
         return jsonify(rows(stats))
 
-    @web_ui.app.route(f"{base}/pooling/csv")
-    @web_ui.auth_required_if_enabled
     def pooling_csv() -> Response:
-        return Response(
-            csv_text(rows(stats)),
-            mimetype="text/csv",
-            headers={"Content-Disposition": f"attachment;filename=pooling_{int(time.time())}.csv"},
-        )
+        return csv_download(csv_text(rows(stats)), "pooling")
+
+    add_route(environment, "/pooling/stats", pooling_json)
+    add_route(environment, "/pooling/csv", pooling_csv)
 
 
 class _HistoryCsv:
@@ -185,10 +159,9 @@ def _read_slo(environment: Environment, stats: PoolingStats) -> None:
     try:
         stats.slo = goodput.slo_of(environment.parsed_options)
     except OptionError:
-        stats.slo = None  # hooks' start check stops the run with the option's one line
+        stats.slo = None  # the start checks stop the run with the option's one line
 
 
-@events.init.add_listener
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     stats = stats_of(environment)
     _read_slo(environment, stats)
@@ -232,7 +205,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
-        # quitting comes after Locust's last worker report is merged and after it wrote --html.
+        # quitting comes after Locust's last worker report is merged.
         if prefix:
             # Locust rewrites PREFIX_stats.csv once a second and not again at exit: one more interval
             # lets its writer record the last requests too, so both files hold the same run.
@@ -241,12 +214,6 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(rows(stats)))
         if history_csv is not None:
             history_csv.close()
-        html_file = getattr(options, "html_file", None)
-        if html_file:
-            with open(html_file, encoding="utf-8") as f:
-                page = f.read()
-            with open(html_file, "w", encoding="utf-8") as f:
-                f.write(add_to_html_report(page, stats))
         if (failed := checks.evaluate(environment, stats)) and environment.process_exit_code in (None, 0):
             environment.process_exit_code = checks.EXIT_CODE
         for line in failed:
@@ -258,3 +225,9 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             for line in console_table(stats):
                 console.info(line)
             console.info("")
+
+
+def setup(events: Events, pages: PageEvents) -> None:
+    events.init.add_listener(on_init)
+    pages.report_sections.add_listener(report_section)
+    pages.web_ui_tabs.add_listener(web_ui_tab)

@@ -6,7 +6,7 @@ whole behaviour as one function of a raw socket, so it can do what no well-behav
 
 In-process, `HostileServer(handler)` serves on 127.0.0.1 with gevent (the tests run under
 Locust's gevent patching, so a thread or an asyncio loop would block the hub). For tests whose
-client is another process, `python -m tests.hostile MODULE:HANDLER` serves the same handler in a
+client is another process, `python -m tests.support.hostile MODULE:HANDLER` serves the same handler in a
 process of its own and prints `hostile listening on http://127.0.0.1:PORT`.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+import gevent
 from gevent.server import StreamServer
 
 if TYPE_CHECKING:  # importing ssl before Locust's monkey-patching breaks ssl (RecursionError)
@@ -128,6 +129,29 @@ def serve_requests(answer: Callable[[bytes, bytes, int], bytes | None]) -> Handl
             if reply is None:
                 return
             sock.sendall(reply)
+
+    return handler
+
+
+Write = bytes | float
+"""One piece of an answer: bytes sent in one send, or a pause in seconds before the next piece."""
+
+
+def serve_in_writes(writes_of: Callable[[int], Iterable[Write]], connections: list[int]) -> Handler:
+    """A keep-alive handler that sends the n-th request's answer (n over all connections) as the
+    separate writes `writes_of(n)` gives, and appends each request's connection number to `connections`:
+    whether a request came on the connection of the one before is the server's to see."""
+    counter = itertools.count()
+
+    def handler(sock: socket.socket, conn: int) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each write its own segment
+        while read_request(sock) is not None:
+            connections.append(conn)
+            for piece in writes_of(next(counter)):
+                if isinstance(piece, bytes):
+                    sock.sendall(piece)
+                else:
+                    gevent.sleep(piece)
 
     return handler
 

@@ -1,5 +1,5 @@
-"""Hostile servers of their own process for the --server-metrics tests (`python -m tests.hostile
-tests.hostile_metrics:NAME`): they answer /v1/embeddings (1 input, 3 tokens) and GET /metrics."""
+"""Hostile servers of their own process for the --server-metrics tests (`python -m tests.support.hostile
+tests.support.hostile_metrics:NAME`): they answer /v1/embeddings (1 input, 3 tokens) and GET /metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 
 import orjson
 
-from tests.hostile import read_request, response
+from tests.support.hostile import read_request, response
 
 
 def vllm_text(tokens: float | str, success: float = 0.0, created: float = 1.7e9, extra: str = "") -> str:

@@ -1,0 +1,1 @@
+"""What builds the documentation site (mkdocs.yml's `hooks:`): pages generated from the code."""

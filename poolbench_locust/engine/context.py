@@ -1,0 +1,25 @@
+"""The `context` of the engine's request event: what a measured request carries beyond Locust's own
+fields. engine/user.py writes it; the pooling stats (metrics/collector.py) and goodput read it."""
+
+from __future__ import annotations
+
+from typing import Required, TypedDict
+
+
+class RequestContext(TypedDict, total=False):
+    sequences: Required[int]
+    """Inputs in the request (texts, pairs, documents)."""
+    retried: bool
+    """Resent once on a fresh connection after a stale keep-alive one failed."""
+    ttfb_ms: float
+    queue_ms: float
+    """Open loop: how late the request left after its scheduled time (counted in its E2E)."""
+    input_tokens: int
+    token_source: str
+    """Where input_tokens came from: server, metadata, client-estimate, client-tokenizer, client-tokenize."""
+    client_tokens: int
+    """The client's count beside a server's one, for the token gap."""
+    client_token_source: str
+    server_queue_ms: float
+    server_inference_ms: float
+    """The server's own timing headers, when it sends them."""

@@ -1,0 +1,104 @@
+"""A User class's plan: the options it runs with, checked once, its headers, and the requests
+prepared before the test, shared by every user of the class under one set of options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from poolbench_locust.access import Access, access_for
+from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.target import request_path
+from poolbench_locust.options import BY_FLAG, OptionError, Settings
+from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
+from poolbench_locust.workload import PreparedRequest, request_pool
+from poolbench_locust.workload.datasets import dataset_for
+from poolbench_locust.workload.tokens import counter_for
+
+if TYPE_CHECKING:
+    from poolbench_locust.engine.user import EndpointUser
+    from poolbench_locust.run_state import RunState
+
+
+@dataclass
+class Plan:
+    """What every user of one User class shares under one set of options."""
+
+    settings: Settings
+    route: str
+    """The route of the User class (or --endpoint-path): the server's own name for it."""
+    path: str
+    """The path requested: the path of --host, then the route (engine/target.py)."""
+    label: str
+    headers: dict[str, str]
+    requests: list[PreparedRequest]
+    client_token_source: str
+    """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
+    access: Access
+    """The API key sent (in `headers`) and the TLS checks of the host."""
+    limits: Limits = field(default_factory=Limits)
+    metadata_item_bytes: int = 0
+    """What each input may add to the answer's head beyond --max-header-kb: its `bytes` metadata item."""
+    dims: int | None = None
+    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        """What no message, log line or report may show."""
+        return (self.access.api_key, self.access.host_password)
+
+
+def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
+    """Raise OptionError for a combination the User class's endpoint cannot serve."""
+    endpoint = user_class.endpoint
+    if settings.encoding_format not in endpoint.encodings:
+        kinds = ", ".join(sorted(endpoint.encodings))
+        raise OptionError(
+            "--encoding-format",
+            f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
+        )
+    if (refused := endpoint.refused_option(settings)) is not None:
+        flag, why = refused
+        value = getattr(settings, BY_FLAG[flag].dest)
+        given = flag if value is True else f"{flag} {value}"
+        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
+
+
+def plan_for(
+    user_class: type[EndpointUser], options: Any, host: str | None = None, run: RunState | None = None
+) -> Plan:
+    """The shared plan of a User class: checked options, headers, and the requests prepared before the test.
+
+    Made once per run (kept in `run`) for each User class, set of options and host; without `run`, made anew.
+    """
+    settings = Settings.from_options(options)
+    target = host or user_class.host or getattr(options, "host", None)
+    access = access_for(options, settings.api_key, target, run.warned if run is not None else None)
+    limits = Limits.from_options(options)
+    key = (user_class, settings, target, access, limits)
+    plans = run.plans if run is not None else {}
+    if (plan := plans.get(key)) is None:
+        check_settings(user_class, settings)
+        endpoint = user_class.endpoint
+        route = settings.endpoint_path or endpoint.route
+        path = request_path(target, route)  # before anything is asked of the host
+        counter = counter_for(settings, target, access.api_key)
+        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
+        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
+        if access.api_key:
+            headers["Authorization"] = f"Bearer {access.api_key}"
+        plan = Plan(
+            settings=settings,
+            route=route,
+            path=path,
+            label=user_class.request_name or path,
+            headers=headers,
+            requests=request_pool(endpoint, settings, dataset_for(settings, endpoint.shape, counter), counter),
+            client_token_source=counter.source,
+            access=access,
+            limits=limits,
+            metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
+            dims=settings.dimensions,
+        )
+        plans[key] = plan
+    return plan

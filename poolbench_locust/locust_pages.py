@@ -1,0 +1,166 @@
+"""What poolbench-locust adds to Locust's pages: sections of its HTML report and tabs of its web UI.
+
+Locust's report and web UI have no hook for either. A room adds to them by listening to one of the
+two events of `page_events`, as to Locust's own events (locust.event.EventHook):
+
+- `report_sections(environment, sections, final)` is fired once per HTML report: the --html file
+  when Locust quits (`final`: the run is over), and each /stats/report the web UI serves. Each
+  listener appends its `Section`; they go before </body> in the order of their `order`.
+- `web_ui_tabs(environment, tabs)` is fired once when the web UI starts. Each listener appends its
+  `Tab` (title, columns, rows, CSV link); the tabs follow Locust's own in the order of their `order`.
+
+This module is the one writer of the --html file, and the one place that extends the web UI's
+/stats/requests and /stats/report answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Response, jsonify, request
+from locust.env import Environment
+from locust.event import EventHook, Events
+from locust.runners import WorkerRunner
+
+SERVER_METRICS_SECTION = 10
+CHARTS_SECTION = 20
+POOLING_SECTION = 30
+"""Where each section goes in the HTML report, in one place: after Locust's own, the server's view,
+the charts, then the pooling table."""
+POOLING_TAB = 10
+SERVER_METRICS_TAB = 20
+RECONCILIATION_TAB = 30
+"""Where each tab goes in the web UI, after Locust's own."""
+
+
+@dataclass(frozen=True)
+class Section:
+    order: int
+    html: str
+
+
+@dataclass(frozen=True)
+class Tab:
+    order: int
+    title: str
+    key: str
+    header: Sequence[str]
+    rows: Callable[[], list[dict[str, Any]]]
+    """The table's rows as the CSV files have them: one dict per row, keyed by the header's titles."""
+    name_column: str
+    """The column Locust's table uses as the row's name."""
+    csv: tuple[str, str] | None = None
+    """(href, title) of the tab's CSV download, if it has one."""
+
+
+class PageEvents:
+    report_sections: EventHook
+    web_ui_tabs: EventHook
+
+    def __init__(self) -> None:
+        self.report_sections = EventHook()
+        self.web_ui_tabs = EventHook()
+
+
+page_events = PageEvents()
+
+
+def column_key(title: str) -> str:
+    """A column's key in the web UI's tables: its title in snake case, as Locust's own keys are."""
+    return title.lower().replace("%", "").replace("/", "_per_").replace(" ", "_")
+
+
+def web_rows(rows: list[dict[str, Any]], name_column: str) -> list[dict[str, Any]]:
+    return [{**{column_key(k): v for k, v in row.items()}, "safe_name": row[name_column]} for row in rows]
+
+
+def web_base(environment: Environment) -> str:
+    """The web UI's --web-base-path without its last slash: the prefix of every route of ours."""
+    return (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+
+
+def add_route(environment: Environment, path: str, view: Callable[[], Response]) -> None:
+    """A route of the web UI under its base path, behind its login when --web-login asks for one."""
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.app.route(web_base(environment) + path)(web_ui.auth_required_if_enabled(view))
+
+
+def csv_download(text: str, name: str) -> Response:
+    """A CSV file the browser saves as NAME_<epoch seconds>.csv, as Locust names its own."""
+    return Response(
+        text,
+        mimetype="text/csv",
+        headers={"Content-Disposition": f"attachment;filename={name}_{int(time.time())}.csv"},
+    )
+
+
+def insert_before_body_end(page: str, html: str) -> str:
+    index = page.rfind("</body>")
+    return page + html if index < 0 else page[:index] + html + page[index:]
+
+
+def report_sections(environment: Environment, final: bool) -> str:
+    sections: list[Section] = []
+    page_events.report_sections.fire(environment=environment, sections=sections, final=final)
+    return "".join(s.html for s in sorted(sections, key=lambda s: s.order))
+
+
+def add_to_report(page: str, environment: Environment, final: bool) -> str:
+    return insert_before_body_end(page, report_sections(environment, final))
+
+
+def _install_web_ui(environment: Environment, web_ui: Any) -> None:
+    tabs: list[Tab] = []
+    page_events.web_ui_tabs.fire(environment=environment, tabs=tabs)
+    tabs.sort(key=lambda t: t.order)
+    args = web_ui.template_args
+    args["extended_tabs"] = [{"title": t.title, "key": t.key} for t in tabs]
+    args["extended_tables"] = [
+        {"key": t.key, "structure": [{"key": column_key(title), "title": title} for title in t.header]} for t in tabs
+    ]
+    args["extended_csv_files"] = [{"href": t.csv[0], "title": t.csv[1]} for t in tabs if t.csv is not None]
+
+    @web_ui.app.after_request
+    def extend(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.is_json:
+            data = response.get_json()
+            data.setdefault("extended_stats", []).extend(
+                {"key": t.key, "data": web_rows(t.rows(), t.name_column)} for t in tabs
+            )
+            response.set_data(jsonify(data).get_data())
+        elif (
+            request.path.endswith("/stats/report")
+            and response.mimetype == "text/html"
+            and not response.direct_passthrough
+        ):
+            response.set_data(add_to_report(response.get_data(as_text=True), environment, final=False))
+        return response
+
+
+def write_html_file(environment: Environment) -> None:
+    """The --html file Locust wrote, with every section added, rewritten once."""
+    html_file = getattr(environment.parsed_options, "html_file", None)
+    if not html_file:
+        return
+    with open(html_file, encoding="utf-8") as f:
+        page = f.read()
+    with open(html_file, "w", encoding="utf-8") as f:
+        f.write(add_to_report(page, environment, final=True))
+
+
+def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+        return  # the figures are shown where they are merged
+    if web_ui is not None:
+        _install_web_ui(environment, web_ui)
+    environment.events.quitting.add_listener(lambda **_: write_html_file(environment))
+
+
+def setup(events: Events) -> None:
+    """Last of the plugin's setups: the --html file is rewritten after every other quitting listener
+    (the last scrape, the sweep's last step) has run."""
+    events.init.add_listener(on_init)

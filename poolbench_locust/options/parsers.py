@@ -1,0 +1,177 @@
+"""The parsers of option values: text in, value out, argparse.ArgumentTypeError with the one line the
+user sees. argparse calls them at start (its `type=`), and `Option.value` calls them again on the text
+the web UI's form sends, so a value is judged by one rule wherever it comes from."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from poolbench_locust.options.values import SLO_KEYS, Slo, Span
+
+
+class OptionError(ValueError):
+    """A bad option value or combination; its text is the one line the user sees."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
+        self.option = option
+
+
+def whole(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def port(text: str) -> int:
+    value = whole(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in 1..65535, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value}")
+    return value
+
+
+class one_of:
+    """One of a few words; the words are also the option's `choices` in --help and in the web form."""
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = choices
+
+    def __call__(self, text: str) -> str:
+        if text not in self.choices:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(self.choices)}; got {text!r}")
+        return text
+
+
+def span(minimum: int) -> Callable[[str], Span]:
+    one = whole(minimum)
+
+    def parse(text: str) -> Span:
+        lo, _, hi = str(text).partition(":")
+        low = one(lo)
+        high = one(hi) if hi else low
+        if high < low:
+            raise argparse.ArgumentTypeError(f"range must be LOW:HIGH with LOW <= HIGH, got {text!r}")
+        return Span(low, high)
+
+    return parse
+
+
+def rates(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be numbers separated by commas, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"must be numbers > 0 separated by commas, got {text!r}")
+    return values
+
+
+def counts(text: str) -> tuple[int, ...]:
+    one = whole(1)
+    return tuple(one(v) for v in text.split(",") if v.strip()) or (one(text),)
+
+
+def dataset(text: str) -> str:
+    if text != "random" and not (text.startswith("file:") and len(text) > 5):
+        raise argparse.ArgumentTypeError(f"must be 'random' or 'file:PATH', got {text!r}")
+    return text
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text.removesuffix("s"))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
+    return value
+
+
+def positive(text: str) -> float:
+    value = non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def ratio(text: str) -> float:
+    value = non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a ratio from 0 to 1, got {value}")
+    return value
+
+
+def route(text: str) -> str:
+    if not text.startswith("/"):
+        raise argparse.ArgumentTypeError(f"must start with '/', got {text!r}")
+    return text
+
+
+def file_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a file name, got an empty one")
+    return text
+
+
+def slo(text: str) -> Slo | None:
+    """`e2e_ms=300,ttfb_ms=100` -> Slo; empty -> None; anything else raises ArgumentTypeError."""
+    if not str(text).strip():
+        return None
+    bounds: dict[str, float] = {}
+    for pair in str(text).split(","):
+        key, sep, value = pair.strip().partition("=")
+        key = key.strip()
+        if not sep or key not in SLO_KEYS:
+            raise argparse.ArgumentTypeError(
+                f"must be KEY=MS pairs separated by commas, KEY one of {', '.join(SLO_KEYS)}; got {pair.strip()!r}"
+            )
+        if key in bounds:
+            raise argparse.ArgumentTypeError(f"{key} is given twice")
+        try:
+            bound = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}") from None
+        if not 0 < bound < float("inf"):
+            raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}")
+        bounds[key] = bound
+    return Slo(**bounds)
+
+
+def without_credentials(url: str) -> str:
+    """The URL as it may be shown: user:password@ in a URL is a secret like --api-key."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
+
+
+def metrics_targets(text: str) -> str:
+    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
+    if text in ("auto", "off"):
+        return text
+    for url in (u.strip() for u in text.split(",")):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise argparse.ArgumentTypeError(
+                f"must be auto, off, or http(s):// URLs separated by commas, got {without_credentials(url)!r}"
+            )
+    return text

@@ -1,0 +1,416 @@
+"""Every option of poolbench-locust, each declared once, here.
+
+To add an option, add ONE `Option(...)` (a value) or `flag(...)` (an on/off switch) to the group it
+belongs in below, then use it. Its declaration is all there is to write: the flag, its parser (which
+is its type and its check), its default, its --help text and its web-form label; the dest
+(`--check-p95-ms` -> `check_p95_ms`) and the env var (`LOCUST_CHECK_P95_MS`) follow from the flag,
+the --help group and the web-form group from the block it is in. Everything that lists options reads
+this tuple: Locust's parser (options/cli.py), `Settings` (one field per option, its default the parsed
+default), the web form's groups, labels, checks and secret fields, the k8s options.env test and the
+tests that go through every option.
+
+How a module reads a value: `Settings.from_options(environment.parsed_options).check_p95_ms` (every
+option, parsed and checked together), or one alone with `parsed(options, "--check-p95-ms")`. Both
+raise OptionError with the option's one line on a bad value, so a web-form text is judged like the
+command line's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from poolbench_locust.options.parsers import (
+    OptionError,
+    counts,
+    dataset,
+    file_name,
+    metrics_targets,
+    non_negative,
+    one_of,
+    port,
+    positive,
+    rates,
+    ratio,
+    route,
+    seconds,
+    slo,
+    span,
+    whole,
+)
+from poolbench_locust.options.values import SLO_KEYS
+from poolbench_locust.wire import DTYPE_SIZES, ENCODINGS, ENDIANNESS
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `parse` takes its text (argparse's `type=`, the env var's, the web form's) and
+    raises argparse.ArgumentTypeError on a bad one; None for a flag."""
+
+    flag: str
+    parse: Callable[[str], Any] | None
+    default: Any
+    help: str
+    secret: bool = False
+    """Never shown: a secret field in the web form, and left out of every text (Settings' repr too)."""
+    group: str = ""
+    label: str = ""
+    """Its name in the web form."""
+    web_ui: bool = True
+    """False for an option read once at start (a path on the master's disk): a form field would do nothing."""
+    is_flag: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def env_var(self) -> str:
+        return "LOCUST_" + self.dest.upper()
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        return getattr(self.parse, "choices", None)
+
+    def value(self, text: Any) -> Any:
+        """The value of a text given for this option (None: not given); OptionError if it is bad."""
+        if self.is_flag:
+            return text if isinstance(text, bool) else str(text).lower() == "true"
+        if text is None or (text == "" and self.default is None):
+            return None
+        if self.parse is None:
+            return text
+        try:
+            return self.parse(str(text))
+        except argparse.ArgumentTypeError as e:
+            raise OptionError(self.flag, str(e)) from None
+
+    @property
+    def default_value(self) -> Any:
+        """The default, parsed: `1` of --batch-size is Span(1, 1)."""
+        return self.value(self.default)
+
+
+def flag(name: str, help_text: str, label: str, web_ui: bool = True) -> Option:
+    """An on/off option: off unless given."""
+    return Option(name, None, False, help_text, label=label, web_ui=web_ui, is_flag=True)
+
+
+def group(title: str, *options: Option) -> tuple[Option, ...]:
+    return tuple(dataclasses.replace(opt, group=title) for opt in options)
+
+
+REQUEST = "Request"
+WORKLOAD = "Workload"
+OPEN_LOOP = "Open loop"
+SWEEP = "Sweep"
+CHECKS = "Checks"
+SERVER_METRICS = "Server metrics"
+PROMETHEUS = "Prometheus"
+RESULTS = "Results"
+
+ALL_OPTIONS: tuple[Option, ...] = (
+    *group(
+        REQUEST,
+        Option("--model", str, "", "Model name sent in every request (empty: the server's default).", label="Model"),
+        Option(
+            "--encoding-format",
+            one_of(ENCODINGS),
+            "float",
+            "How embeddings come back: float (JSON numbers), base64, bytes (binary body + metadata header) "
+            "or bytes_only (binary body, no metadata: tokens counted by the client).",
+            label="Encoding format",
+        ),
+        Option(
+            "--embed-dtype",
+            one_of(tuple(DTYPE_SIZES)),
+            "float32",
+            "Element type of base64/bytes embeddings.",
+            label="Embedding element type",
+        ),
+        Option(
+            "--endianness", one_of(ENDIANNESS), "native", "Byte order of base64/bytes embeddings.", label="Byte order"
+        ),
+        Option(
+            "--dimensions",
+            whole(1),
+            None,
+            "Ask for embeddings of this many dimensions (Matryoshka models).",
+            label="Dimensions",
+        ),
+        Option(
+            "--endpoint-path", route, None, "Override the route of the User class (e.g. /v2/rerank).", label="Route"
+        ),
+        Option(
+            "--api-key",
+            str,
+            None,
+            "Sent as 'Authorization: Bearer' ($OPENAI_API_KEY only with --api-key-from-env).",
+            secret=True,
+            label="API key",
+        ),
+        flag(
+            "--api-key-from-env",
+            "Send $OPENAI_API_KEY as the API key when --api-key is not given.",
+            "API key from the environment",
+        ),
+        flag(
+            "--api-key-over-http",
+            "Allow sending the API key over plain http:// to a host that is not loopback.",
+            "Allow the key over plain http",
+        ),
+        flag(
+            "--tls-verify",
+            "Verify the server's TLS certificate and name (default: not verified, as Locust's FastHttpUser).",
+            "Verify TLS certificates",
+        ),
+        Option(
+            "--ca-bundle",
+            str,
+            None,
+            "PEM file of the CAs to verify the server's certificate with (implies --tls-verify).",
+            label="CA bundle file",
+        ),
+        Option(
+            "--request-timeout",
+            seconds,
+            60.0,
+            "Whole-request deadline in seconds, headers and body together.",
+            label="Request timeout, s",
+        ),
+        Option(
+            "--max-body-mb",
+            whole(1),
+            256,
+            "Largest JSON answer kept in memory, in MB after inflating gzip/deflate; a larger one fails. "
+            "Binary bodies are streamed, never kept.",
+            label="Largest JSON answer kept, MB",
+        ),
+        Option(
+            "--max-header-kb",
+            whole(1),
+            64,
+            "Largest response head (status line and headers), in KiB. A `bytes` answer's head may be larger "
+            "by the largest metadata header a valid answer to its batch can have.",
+            label="Largest response head, KiB",
+        ),
+        flag(
+            "--no-validate", "Do not check the answers (counts of embeddings, byte sizes).", "Do not check the answers"
+        ),
+        flag(
+            "--check-vectors",
+            "Check that the first vector of every answer is finite and not all zero.",
+            "Check the vectors",
+        ),
+        flag(
+            "--no-preflight",
+            "Do not send one request per User class before the test (a 4xx stops the run).",
+            "Skip the preflight request",
+        ),
+    ),
+    *group(
+        WORKLOAD,
+        Option(
+            "--batch-size",
+            span(1),
+            1,
+            "Inputs per request: N, or LOW:HIGH drawn per request.",
+            label="Inputs per request",
+        ),
+        Option(
+            "--input-len",
+            span(1),
+            128,
+            "Length of each random input: tokens with --tokenizer, else words. N, or LOW:HIGH drawn per input.",
+            label="Input length",
+        ),
+        Option(
+            "--input-len-range",
+            span(1),
+            None,
+            "LOW:HIGH: draw each random input's length uniformly (overrides N).",
+            label="Input length range",
+        ),
+        Option(
+            "--documents",
+            span(1),
+            8,
+            "Documents per query for rerank and score: N, or LOW:HIGH.",
+            label="Documents per query",
+        ),
+        Option(
+            "--dataset",
+            dataset,
+            "random",
+            "random, or file:PATH of .txt (a line an input), .jsonl (text; query+documents; messages) or .csv.",
+            label="Dataset",
+        ),
+        Option(
+            "--seed",
+            whole(0),
+            0,
+            "Seed of the random inputs and batch shapes: the same seed sends the same requests.",
+            label="Seed",
+        ),
+        Option(
+            "--tokenizer",
+            str,
+            None,
+            "Path of a local tokenizer.json: exact client-side token counts and lengths.",
+            label="Tokenizer file",
+        ),
+        flag(
+            "--count-tokens-with-server",
+            "Count client-side tokens with the server's /tokenize route, before the test.",
+            "Count tokens with the server",
+        ),
+        Option(
+            "--warmup",
+            non_negative,
+            0.0,
+            "Seconds from the start whose requests are sent but counted nowhere.",
+            label="Warm-up, s",
+        ),
+    ),
+    *group(
+        OPEN_LOOP,
+        Option(
+            "--request-rate",
+            positive,
+            None,
+            "Open loop: requests/s of the whole run (all workers together).",
+            label="Request rate, requests/s",
+        ),
+        Option(
+            "--burstiness",
+            positive,
+            1.0,
+            "Gamma shape of the arrivals: 1 is Poisson, < 1 burstier, > 1 steadier.",
+            label="Burstiness",
+        ),
+        Option(
+            "--max-concurrency",
+            whole(1),
+            None,
+            "Open loop: requests in flight at most (the whole run).",
+            label="Most requests in flight",
+        ),
+    ),
+    *group(
+        SWEEP,
+        Option(
+            "--sweep-rates",
+            rates,
+            None,
+            "Sweep: open-loop request rates, one step each (e.g. 10,20,40).",
+            label="Request rates of the steps",
+        ),
+        Option(
+            "--sweep-users",
+            counts,
+            None,
+            "Sweep: concurrency levels (users), one step each (e.g. 8,16,32).",
+            label="Users of the steps",
+        ),
+        Option("--sweep-step-time", positive, 30.0, "Seconds per sweep step.", label="Seconds per step"),
+    ),
+    *group(
+        CHECKS,
+        Option(
+            "--check-p95-ms",
+            non_negative,
+            None,
+            "Fail the run if Locust's total p95 response time exceeds this.",
+            label="Highest p95 response time, ms",
+        ),
+        Option(
+            "--check-fail-ratio",
+            ratio,
+            None,
+            "Fail the run if the ratio of failed requests exceeds this (0-1).",
+            label="Highest failure ratio",
+        ),
+        Option(
+            "--check-min-tokens-per-s",
+            non_negative,
+            None,
+            "Fail the run if input tokens/s stay below this.",
+            label="Lowest input tokens/s",
+        ),
+        Option(
+            "--slo",
+            slo,
+            None,
+            f"Service-level objectives for goodput, KEY=MS pairs ({', '.join(SLO_KEYS)}), e.g. e2e_ms=300,ttfb_ms=100.",
+            label="Service-level objectives, ms",
+        ),
+        Option(
+            "--check-min-goodput",
+            non_negative,
+            None,
+            "Fail the run if goodput (requests/s that met every objective of --slo) stays below this.",
+            label="Lowest goodput, requests/s",
+        ),
+    ),
+    *group(
+        SERVER_METRICS,
+        Option(
+            "--server-metrics",
+            metrics_targets,
+            "auto",
+            "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
+            "off, or URLs separated by commas.",
+            label="Server metrics URL",
+        ),
+        Option(
+            "--server-metrics-interval",
+            positive,
+            5.0,
+            "Seconds between two scrapes of the server's metrics.",
+            label="Seconds between scrapes",
+        ),
+    ),
+    *group(
+        PROMETHEUS,
+        # Read once, when Locust starts (exporter/wiring.py binds the port then): the form shows them
+        # with "set at launch", and a run started with another port is told the endpoint stays put.
+        Option(
+            "--prometheus-port",
+            port,
+            None,
+            "Serve the client's own figures for Prometheus at :PORT/metrics.",
+            label="Prometheus port, set at launch",
+        ),
+        Option(
+            "--prometheus-host",
+            str,
+            "",
+            "Interface the Prometheus endpoint binds (empty or *: all, like Locust's --web-host).",
+            label="Prometheus interface, set at launch",
+        ),
+        Option(
+            "--prometheus-linger",
+            non_negative,
+            0.0,
+            "Seconds the Prometheus endpoint stays up after the run's final figures, for a last scrape.",
+            label="Seconds up after the run, set at launch",
+        ),
+    ),
+    *group(
+        RESULTS,
+        Option(
+            "--json-result",
+            file_name,
+            None,
+            "Write the run's figures to this JSON file at exit (schema: poolbench_locust/results/schema.json).",
+            label="JSON result file",
+            web_ui=False,
+        ),
+    ),
+)
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(opt.group for opt in ALL_OPTIONS))
+"""The groups in display order: --help's and the web form's."""
+BY_FLAG: dict[str, Option] = {opt.flag: opt for opt in ALL_OPTIONS}

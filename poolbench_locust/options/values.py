@@ -1,0 +1,54 @@
+"""The values some options parse to: more than a number or a text, each with the little it does."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A whole number, fixed (`8`) or drawn uniformly from a range (`4:16`) for each request."""
+
+    lo: int
+    hi: int
+
+    def draw(self, rng: random.Random) -> int:
+        return self.lo if self.lo == self.hi else rng.randint(self.lo, self.hi)
+
+    def __str__(self) -> str:
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}:{self.hi}"
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """--slo: upper bounds in ms (a request meets one when its time is at most the bound); None: no bound."""
+
+    e2e_ms: float | None = None
+    ttfb_ms: float | None = None
+    transfer_ms: float | None = None
+    """End-to-end minus time to headers minus the open loop's queueing: the body on the wire."""
+
+    def met(self, e2e_ms: float, context: Mapping[str, Any]) -> bool:
+        """Whether a successful request's times met every bound (a time it lacks meets none)."""
+        if self.e2e_ms is not None and not e2e_ms <= self.e2e_ms:
+            return False
+        ttfb = context.get("ttfb_ms")
+        if self.ttfb_ms is not None and not (ttfb is not None and ttfb <= self.ttfb_ms):
+            return False
+        if self.transfer_ms is not None:
+            if ttfb is None:
+                return False
+            transfer = max(e2e_ms - ttfb - (context.get("queue_ms") or 0.0), 0.0)
+            if not transfer <= self.transfer_ms:
+                return False
+        return True
+
+    def __str__(self) -> str:
+        bounds = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return ",".join(f"{key}={bound:g}" for key, bound in bounds if bound is not None)
+
+
+SLO_KEYS = tuple(f.name for f in fields(Slo))

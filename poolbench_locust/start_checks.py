@@ -1,0 +1,108 @@
+"""Stop a bad configuration at start: the options, the User classes and the host, checked once when
+Locust starts and again when the web UI's form starts a run."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.event import Events
+from locust.runners import MasterRunner, WorkerRunner
+
+from poolbench_locust.endpoints.spec import Endpoint
+from poolbench_locust.engine.plan import plan_for
+from poolbench_locust.engine.user import endpoint_users
+from poolbench_locust.host_probe import host_error
+from poolbench_locust.metrics import checks
+from poolbench_locust.options import OptionError
+from poolbench_locust.run_state import state_of
+
+logger = logging.getLogger("poolbench_locust")
+
+WORKERS_CONNECT_S = 3.0
+"""How long a --processes master that stops at start waits for its workers, to tell them to quit."""
+
+
+def configuration_error(environment: Environment, options: Any = None) -> str | None:
+    """The one line that says why the options (the environment's, or `options`) or the User classes
+    cannot run, or None."""
+    if (error := checks.start_error(options or environment.parsed_options)) is not None:
+        return error
+    for user_class in endpoint_users(environment):
+        # Checked before plan_for, which would fail on it with an AttributeError and a traceback.
+        if not isinstance(getattr(user_class, "endpoint", None), Endpoint):
+            return (
+                f"{user_class.__name__}: declares no endpoint; set `endpoint = Endpoint(...)` "
+                "(poolbench_locust.endpoints.spec), or `abstract = True` on a base class"
+            )
+        checked = options if options is not None else environment.parsed_options
+        try:
+            # The host to check is the options' (the form's, in the web UI): a User class keeps the host
+            # of the run before, which Locust set on it, until the next spawn.
+            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, run=state_of(environment))
+        except OptionError as e:
+            return str(e)
+    return None
+
+
+def start_error(environment: Environment, check_host: bool = True) -> str | None:
+    if (error := configuration_error(environment)) is not None:
+        return error
+    host = environment.host
+    if not check_host or not host or not endpoint_users(environment):
+        return None
+    state = state_of(environment)
+    if state.checked_host == host:
+        return None
+    if (error := host_error(host)) is None:
+        state.checked_host = host
+    return error
+
+
+def quit_workers(environment: Environment, runner: MasterRunner) -> None:
+    # With --processes, Locust forked the workers before this check, and its exit clean-up takes a
+    # running child for an exited one (locust.main's kill_workers): they would wait a minute for
+    # a master that is gone. A master's quit message ends them now.
+    if getattr(environment.parsed_options, "processes", None):
+        expected = getattr(environment.parsed_options, "expect_workers", 1)
+        deadline = time.monotonic() + WORKERS_CONNECT_S
+        while len(runner.clients.ready) < expected and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+    runner.quit()
+
+
+def stop_at_start(environment: Environment, runner: Any, error: str) -> None:
+    """Log the one line and end the process (its --processes workers too) before any user runs."""
+    logger.error("%s", error)
+    if isinstance(runner, MasterRunner):
+        quit_workers(environment, runner)
+    sys.exit(1)
+
+
+def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+        return  # a worker takes its options and host from the master
+    # A web UI's run starts when its form is sent, maybe with another host, and the target may come
+    # up only by then (a pod started beside its server): its host is checked at test_start.
+    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
+    if (error := start_error(environment, check_host=not waits_for_the_form)) is not None:
+        stop_at_start(environment, runner, error)
+
+
+def on_test_start(environment: Environment, **_: Any) -> None:
+    # The web UI's form can change the options and the host after start: check them again
+    # before users spawn (a host already checked is not probed again).
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    if (error := start_error(environment)) is not None and environment.runner is not None:
+        logger.error("%s", error)
+        gevent.spawn(environment.runner.stop)
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(on_init)
+    events.test_start.add_listener(on_test_start)
