@@ -30,8 +30,8 @@ from poolbench_locust.workload.sweep import SweepShape
 
 logger = logging.getLogger("poolbench_locust")
 
-
-OPTIONS = ("--prometheus-port", "--prometheus-host", "--prometheus-linger")
+FLAGS = ("--prometheus-port", "--prometheus-host", "--prometheus-linger")
+"""Its options (declared in options/registry.py), in the order on_init reads them."""
 
 
 class Exporter:
@@ -120,7 +120,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         return  # its figures reach the master, which serves them
     options = environment.parsed_options
     try:
-        port, host, linger = (parsed(options, flag) for flag in OPTIONS)
+        port, host, linger = (parsed(options, flag) for flag in FLAGS)
     except OptionError as e:
         stop_at_start(environment, runner, str(e))
         return
