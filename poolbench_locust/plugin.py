@@ -19,6 +19,7 @@ from poolbench_locust import (
 )
 from poolbench_locust.charts import wiring as charts
 from poolbench_locust.engine import messages as failure_messages
+from poolbench_locust.exporter import wiring as prometheus_exporter
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, tokengap
 from poolbench_locust.metrics import wiring as pooling
@@ -57,6 +58,10 @@ def setup(events: Events, pages: PageEvents) -> None:
     tokengap.setup(events)
     json_result.setup(events)
     server_metrics.setup(events, pages)
+    # After the start checks (a bad run stops before the port is bound) and after the figures' rooms.
+    # Its quit listener sleeps --prometheus-linger: quit comes after quitting, so the --html file and
+    # the CSV files are written before it.
+    prometheus_exporter.setup(events)
     # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
     layout.setup(events)
     validation.setup(events)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from poolbench_locust.engine.messages import FailureRows
     from poolbench_locust.engine.plan import Plan
+    from poolbench_locust.exporter.wiring import Exporter
     from poolbench_locust.metrics.collector import PoolingStats
     from poolbench_locust.metrics.history import History
     from poolbench_locust.metrics.pacing import Board, Watcher
@@ -56,6 +57,10 @@ class RunState:
     """Each process's rate sent, lateness and CPU (metrics/pacing.py), on the master or the one process."""
     pacing: Watcher | None = None
     """This process watching its own schedule's tally (open_loop.tally) and CPU."""
+    prometheus: Exporter | None = None
+    """The --prometheus-port endpoint (exporter/wiring.py), on the master or the one process. Unlike the
+    rest, its server lives as long as the process, not one run: bound when Locust starts (a busy port
+    stops the run then), closed when it quits; what a run changes is its run number, the `run` label."""
 
 
 def state_of(environment: Any) -> RunState:

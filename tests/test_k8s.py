@@ -10,7 +10,8 @@ directory, a claim is one directory that every pod mounting it shares. What it c
 - a path under a mount becomes that mount's local directory, and the working directory an empty one;
 - a Service name used as a host (`--master-host=poolbench-master`) becomes 127.0.0.1;
 - the master binds 127.0.0.1 on free ports, where a pod binds all its interfaces on 5557 and 8089
-  (`test_service_routes_workers_to_the_master` checks that the manifests use those, Locust's defaults);
+  (`test_service_routes_workers_to_the_master` checks that the manifests use those, Locust's defaults)
+  and on LOCUST_PROMETHEUS_PORT;
 - LOCUST_HOST, the target, becomes the mock server's URL;
 - LOCUST_RUN_TIME, LOCUST_USERS and LOCUST_SPAWN_RATE shrink the run to a few seconds.
 """
@@ -55,7 +56,8 @@ KUBE_VERSIONS = ("1.29", kubernetes_validate.utils.latest_version())
 API_KEY = "pb-dummy-" + secrets.token_hex(12)  # a stand-in: the test looks for it everywhere
 LOCAL = "127.0.0.1"
 WORKLOADS = ("Deployment", "Job")
-SHRINK = {"LOCUST_RUN_TIME": "3s", "LOCUST_USERS": "4", "LOCUST_SPAWN_RATE": "4"}
+SHRINK = {"LOCUST_RUN_TIME": "3s", "LOCUST_USERS": "4", "LOCUST_SPAWN_RATE": "4", "LOCUST_PROMETHEUS_LINGER": "1"}
+MONITORING = K8S / "components" / "prometheus-operator"
 RUN_TIMEOUT_S = 60
 
 
@@ -186,7 +188,7 @@ class Kubelet:
         self.rendered = rendered
         self.root = root
         self.target = target
-        self.ports = {"master": free_port(), "web": free_port()}
+        self.ports = {"master": free_port(), "web": free_port(), "metrics": free_port()}
         self.service_hosts = {
             s["metadata"]["name"] + suffix.format(ns=s["metadata"]["namespace"])
             for s in rendered.objects
@@ -280,6 +282,8 @@ class Kubelet:
             LOCUST_WEB_HOST=LOCAL,
             LOCUST_WEB_PORT=str(self.ports["web"]),
         )
+        if "LOCUST_PROMETHEUS_PORT" in pod_env:
+            c.env.update(LOCUST_PROMETHEUS_HOST=LOCAL, LOCUST_PROMETHEUS_PORT=str(self.ports["metrics"]))
         return c
 
 
@@ -490,9 +494,11 @@ def test_service_routes_workers_to_the_master(overlay: str, rendered: dict[str, 
     ports = {p["name"]: p["containerPort"] for p in only_container(master)["ports"]}
     routed = {p["port"]: ports[p["targetPort"]] for p in service["spec"]["ports"]}
     defaults = default_args_dict()
+    metrics = int(Kubelet(rendered[overlay], Path("/nonexistent")).env(master, "m")["LOCUST_PROMETHEUS_PORT"])
     assert routed == {
         defaults["master_bind_port"]: defaults["master_bind_port"],
         defaults["web_port"]: defaults["web_port"],
+        metrics: metrics,
     }
     worker_args = only_container(rendered[overlay].workload("poolbench-worker"))["args"]
     assert f"--master-host={service['metadata']['name']}" in worker_args
@@ -601,6 +607,83 @@ def test_web_ui_master_answers_its_probes(deployed: dict[str, Rendered], tmp_pat
             check = only_container(master)[probe]
             assert check["httpGet"]["port"] == "web"
             eventually(lambda check=check: probe_passes(check, local), 30, f"{probe} fails:\n{process.output()}")
+        metrics_url = f"http://{LOCAL}:{local.ports['metrics']}/metrics"
+        with urllib.request.urlopen(metrics_url, timeout=5) as answer:
+            assert b"poolbench_run_info{" in answer.read(), "the master serves its Prometheus endpoint"
         process.popen.send_signal(signal.SIGTERM)
         assert wait(process, 20) == 0, process.output()
     assert API_KEY not in process.output()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_master_pod_says_where_prometheus_scrapes_it(overlay: str, rendered: dict[str, Rendered]) -> None:
+    master = rendered[overlay].workload("poolbench-master")
+    env = Kubelet(rendered[overlay], Path("/nonexistent")).env(master, "m")
+    ports = {p["name"]: p["containerPort"] for p in only_container(master)["ports"]}
+    assert ports["metrics"] == int(env["LOCUST_PROMETHEUS_PORT"])
+    annotations = master["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(ports["metrics"]),
+        "prometheus.io/path": "/metrics",
+    }
+    worker = rendered[overlay].workload("poolbench-worker")
+    assert "annotations" not in worker["spec"]["template"]["metadata"], "workers serve nothing: the master sums"
+    assert "LOCUST_PROMETHEUS_PORT" not in Kubelet(rendered[overlay], Path("/nonexistent")).env(worker, "w")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_prometheus_operator_component_renders_and_selects_the_master(overlay: str, tmp_path: Path) -> None:
+    """components/prometheus-operator added to an overlay, as its comment says: the Kubernetes objects pass
+    the schemas; the PodMonitor (a custom resource the validator does not know) picks the master's pod
+    and its metrics port; the dashboard ConfigMap holds the dashboard file as it is."""
+    kustomization = {
+        "namespace": "poolbench",
+        "resources": [os.path.relpath(K8S / "overlays" / overlay, tmp_path)],
+        "components": [os.path.relpath(MONITORING, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    r = kustomize(tmp_path)
+    [monitor] = [o for o in r.objects if o["kind"] == "PodMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == "poolbench"
+    master = r.workload("poolbench-master")
+    assert selects(monitor["spec"]["selector"], master["spec"]["template"]["metadata"]["labels"])
+    assert not selects(
+        monitor["spec"]["selector"], r.workload("poolbench-worker")["spec"]["template"]["metadata"]["labels"]
+    )
+    ports = {p["name"] for p in only_container(master)["ports"]}
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["podMetricsEndpoints"]] == [("metrics", "/metrics")]
+    assert "metrics" in ports
+    dashboard = r.get("ConfigMap", "poolbench-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["data"]["grafana-dashboard.json"] == (MONITORING / "grafana-dashboard.json").read_text()
+    for obj in r.objects:
+        if obj["kind"] != "PodMonitor":
+            kubernetes_validate.validate(obj, KUBE_VERSIONS[-1], strict=True)
+
+
+def test_the_dashboard_asks_for_the_model_servers_job_and_shows_both_sides() -> None:
+    board = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert {"datasource", "client_job", "server_job"} <= set(variables)
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    client = [e for e in exprs if "poolbench_" in e]
+    server = [e for e in exprs if "vllm:" in e]
+    assert len(client) + len(server) == len(exprs)
+    assert all('job="$client_job"' in e for e in client) and all('job="$server_job"' in e for e in server)
+    for wanted in (
+        "poolbench_input_tokens_total",
+        "poolbench_e2e_seconds_bucket",
+        "poolbench_users",
+        "poolbench_target_request_rate",
+        "poolbench_client_cpu_percent",
+        'result="failure"',
+        "vllm:prompt_tokens_total",
+        "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    ):
+        assert any(wanted in e for e in exprs), wanted
+    ids = [p["id"] for p in board["panels"]]
+    assert len(set(ids)) == len(ids)

@@ -412,9 +412,11 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--check-min-rate-ratio": ("0", "must be a share above 0 and at most 1, got '0'"),
     "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
     "--server-metrics-interval": ("0", "must be a number > 0"),
+    "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
+    "--prometheus-linger": ("-1", "must be a number >= 0, got -1.0"),
     "--json-result": (" ", "must be a file name, got an empty one"),
 }
-FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--dataset-column"}
+FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--dataset-column", "--prometheus-host"}
 """Options whose every text is a value argparse accepts."""
 CHECKED = [o.flag for o in ALL_OPTIONS if not o.is_flag and o.flag not in FREE_TEXT]
 

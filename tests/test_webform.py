@@ -51,6 +51,7 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
         "Sweep",
         "Checks",
         "Server metrics",
+        "Prometheus",
     ]
 
 
@@ -159,6 +160,7 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
         ("3000", "Sweep"),
         ("4000", "Checks"),
         ("5000", "Server metrics"),
+        ("6000", "Prometheus"),
     ]
     assert ">Highest p95 response time, ms<" in dom and "Check P9 5Ms" not in dom
     assert "Fail the run if Locust's total p95 response time exceeds this. (--check-p95-ms)" in dom.replace(
@@ -170,8 +172,9 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
 
 FORM_FIELDS = [opt for opt in ALL_OPTIONS if opt.web_ui and not opt.is_flag]
 """The form's text fields; a flag's field is a checkbox, true or false, and has no bad value."""
-ANY_TEXT = {"--model", "--api-key"}
-"""Options whose every text is good (the key goes to the loopback mock: no --api-key-over-http needed)."""
+ANY_TEXT = {"--model", "--api-key", "--prometheus-host"}
+"""Options whose every text is good (the key goes to the loopback mock: no --api-key-over-http needed;
+the Prometheus interface is bound at launch, the form's text only draws the warning that it stays)."""
 FORM_BAD_VALUES: dict[str, str] = {
     **{flag: bad for flag, (bad, _) in BAD_VALUES.items() if BY_FLAG[flag].web_ui},
     # values argparse accepts that the checks at start refuse

@@ -32,6 +32,13 @@ def whole(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def port(text: str) -> int:
+    value = whole(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in 1..65535, got {value}")
+    return value
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)

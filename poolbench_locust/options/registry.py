@@ -31,6 +31,7 @@ from poolbench_locust.options.parsers import (
     metrics_targets,
     non_negative,
     one_of,
+    port,
     positive,
     rates,
     ratio,
@@ -109,6 +110,7 @@ OPEN_LOOP = "Open loop"
 SWEEP = "Sweep"
 CHECKS = "Checks"
 SERVER_METRICS = "Server metrics"
+PROMETHEUS = "Prometheus"
 RESULTS = "Results"
 
 ALL_OPTIONS: tuple[Option, ...] = (
@@ -395,6 +397,32 @@ ALL_OPTIONS: tuple[Option, ...] = (
             5.0,
             "Seconds between two scrapes of the server's metrics.",
             label="Seconds between scrapes",
+        ),
+    ),
+    *group(
+        PROMETHEUS,
+        # Read once, when Locust starts (exporter/wiring.py binds the port then): the form shows them
+        # with "set at launch", and a run started with another port is told the endpoint stays put.
+        Option(
+            "--prometheus-port",
+            port,
+            None,
+            "Serve the client's own figures for Prometheus at :PORT/metrics.",
+            label="Prometheus port, set at launch",
+        ),
+        Option(
+            "--prometheus-host",
+            str,
+            "",
+            "Interface the Prometheus endpoint binds (empty or *: all, like Locust's --web-host).",
+            label="Prometheus interface, set at launch",
+        ),
+        Option(
+            "--prometheus-linger",
+            non_negative,
+            0.0,
+            "Seconds the Prometheus endpoint stays up after the run's final figures, for a last scrape.",
+            label="Seconds up after the run, set at launch",
         ),
     ),
     *group(

@@ -1,0 +1,243 @@
+"""The client's own figures as Prometheus series, read from the pooling stats when Prometheus scrapes.
+
+Nothing here runs per request: a scrape walks the pooling stats (metrics/collector.py) as they are
+at that moment, the same figures the Pooling CSV prints at the end, so the counters equal that file.
+Under gevent a scrape is one greenlet that never yields while it reads, so it needs no lock and sees
+no half-merged worker report; what it costs the users is one pass over each histogram's buckets.
+
+Every series but the gauges carries `run`: a number that grows by one at each reset of the stats
+(a run's START, the end of --warmup, the web UI's Reset stats). A run's counters only grow; when the
+stats are reset, the old run's series stop being served (Prometheus marks them stale) and the new
+run's start from zero, so no counter ever goes down.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import mul
+from typing import Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from poolbench_locust.metrics.collector import SOURCES, Entry, PoolingStats
+from poolbench_locust.metrics.histogram import Histogram, bucket_key, bucket_value
+
+BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+"""1 ms to 60 s. Each is an edge of the pooling histogram's own buckets (a power of two times k/2048),
+so every count is exact: a bucket of the precise histogram lies wholly below or wholly above each."""
+_BOUNDS_MS = tuple(b * 1000 for b in BUCKETS_S)
+_LE = (*(repr(b) for b in BUCKETS_S), "+Inf")
+TIMINGS = (
+    ("e2e", "poolbench_e2e_seconds", "Whole request time, first byte sent to last byte read (all requests)."),
+    ("ttfb", "poolbench_ttfb_seconds", "Time to the response headers."),
+    ("transfer", "poolbench_transfer_seconds", "Time from the headers to the last byte of the body."),
+    ("queue", "poolbench_queue_seconds", "Open loop: how late a request left after its scheduled time."),
+)
+METHOD = "POST"
+"""Every request of an EndpointUser is a POST (engine/user.py), as the Pooling CSV's Type column says."""
+MAX_NAMES = 100
+"""Request names served with a label of their own; the rest of a run's names add up under OTHER."""
+MAX_WORKERS = 256
+MAX_LABEL_CHARS = 120
+OTHER = "(other)"
+OTHER_SOURCE = "other"
+
+
+def label(text: Any) -> str:
+    """A label value from a name nobody vetted (a User class's request name, a worker's id, an option):
+    printable characters only (a lone surrogate would break the page's UTF-8) and at most
+    MAX_LABEL_CHARS of them."""
+    text = str(text)
+    if len(text) > MAX_LABEL_CHARS:
+        text = text[: MAX_LABEL_CHARS - 1] + "…"
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+class _Middles(dict[int, float]):
+    """bucket_value of each key, remembered (at most MAX_BUCKETS keys, the same for every histogram)."""
+
+    def __missing__(self, key: int) -> float:
+        value = self[key] = bucket_value(key)
+        return value
+
+
+_MIDDLES = _Middles()
+_BOUND_KEYS = tuple(bucket_key(ms) for ms in _BOUNDS_MS)
+"""The pooling-histogram bucket that starts at each bound: the values below a bound are the keys below it."""
+
+
+class SortedKeys:
+    """Each histogram's keys in order and their buckets' middles, made again only when it has new keys:
+    a histogram's keys are only ever added, and after a run's first seconds rarely."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[Histogram, list[int], list[float]]] = {}
+        self._used: set[int] = set()
+
+    def of(self, histogram: Histogram) -> tuple[list[int], list[float]]:
+        kept = self._kept.get(id(histogram))
+        if kept is None or kept[0] is not histogram or len(kept[1]) != len(histogram.counts):
+            keys = sorted(histogram.counts)
+            kept = self._kept[id(histogram)] = (histogram, keys, list(map(_MIDDLES.__getitem__, keys)))
+        self._used.add(id(histogram))
+        return kept[1], kept[2]
+
+    def forget_the_unused(self) -> None:
+        """Drop the histograms this scrape did not read (a reset's old ones): none is kept alive here."""
+        self._kept = {k: v for k, v in self._kept.items() if k in self._used}
+        self._used = set()
+
+
+@dataclass
+class Buckets:
+    """One or more pooling histograms in Prometheus' cumulative buckets, their sum and count."""
+
+    cumulative_counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
+    sum_ms: float = 0.0
+    n: int = 0
+
+    def add(self, histogram: Histogram, keys: list[int], middles: list[float]) -> None:
+        """`keys`: the histogram's keys, sorted, and their buckets' middles. A scrape's cost is this, for
+        every histogram: C-level passes over the keys (a Python loop over them took five times as long)."""
+        counts = histogram.counts
+        in_order = list(map(counts.__getitem__, keys))
+        running = list(accumulate(in_order))
+        cumulative = self.cumulative_counts
+        for i, bound_key in enumerate(_BOUND_KEYS):
+            if position := bisect_left(keys, bound_key):
+                cumulative[i] += running[position - 1]
+        cumulative[-1] += running[-1] if running else 0
+        self.sum_ms += sum(map(mul, in_order, middles))
+        self.n += histogram.n
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        return list(zip(_LE, self.cumulative_counts, strict=True))
+
+
+@dataclass
+class Figures:
+    """The counters of one label value: one entry, or several folded together."""
+
+    requests: int = 0
+    failures: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+    sequences: int = 0
+    bytes: int = 0
+    timings: dict[str, Buckets] = field(default_factory=dict)
+
+    def add(self, entry: Entry, sorted_keys: SortedKeys) -> None:
+        self.requests += entry.requests
+        self.failures += entry.failures
+        for source, count in entry.tokens_by_source.items():
+            # A worker's report is merged as sent: only the engine's own sources become label values.
+            key = source if source in SOURCES else OTHER_SOURCE
+            self.tokens[key] = self.tokens.get(key, 0) + count
+        self.sequences += entry.sequences
+        self.bytes += entry.bytes
+        for key, _, _ in TIMINGS:
+            histogram = entry.timings[key]
+            if histogram.n:
+                self.timings.setdefault(key, Buckets()).add(histogram, *sorted_keys.of(histogram))
+
+
+def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], Any]) -> dict[str, Figures]:
+    """A run's entries by label value: the first MAX_NAMES names (in the order they appeared, which
+    a run never changes) each under their own, the rest under OTHER; names that read alike once
+    cleaned add up, so no two series ever share their labels. `pause()` after each entry lets the
+    users run between them."""
+    out: dict[str, Figures] = {}
+    for i, entry in enumerate(entries):
+        name = label(entry.name) if i < MAX_NAMES else OTHER
+        out.setdefault(name, Figures()).add(entry, sorted_keys)
+        pause()
+    return out
+
+
+@dataclass
+class Gauges:
+    """What the collector asks the run for at each scrape (all may be absent)."""
+
+    users: Callable[[], int | None]
+    target_rate: Callable[[], float | None]
+    cpu: Callable[[], dict[str, float]]
+    info: Callable[[], dict[str, str]]
+
+
+class PoolingCollector(Collector):
+    """prometheus_client's custom collector: every series built from the stats at scrape time."""
+
+    def __init__(
+        self,
+        stats: Callable[[], PoolingStats],
+        run: Callable[[], int],
+        gauges: Gauges,
+        pause: Callable[[], Any] = lambda: None,
+    ) -> None:
+        """`pause`: gevent.sleep in a run, so that a scrape never holds the users for more than one
+        entry's histograms (a held hub would add its time to the requests in flight)."""
+        self._stats = stats
+        self._run = run
+        self._gauges = gauges
+        self._pause = pause
+        self._sorted_keys = SortedKeys()
+
+    def collect(self) -> Iterator[Metric]:
+        # All read before the first pause: a reset during the scrape (Entry objects are replaced, never
+        # emptied) leaves this page with the run it began with, and that run's counters never go down.
+        stats, run = self._stats(), str(self._run())
+        entries, start_time = list(stats.entries.values()), stats.start_time
+        figures = by_label(entries, self._sorted_keys, self._pause)
+        self._sorted_keys.forget_the_unused()
+        yield from self._counters(figures, run)
+        yield from self._gauge_families(start_time, run)
+
+    def _counters(self, figures: dict[str, Figures], run: str) -> Iterable[Metric]:
+        common = ["name", "method", "run"]
+        requests = CounterMetricFamily(
+            "poolbench_requests", "Requests whose answer was read, by result.", labels=[*common, "result"]
+        )
+        tokens = CounterMetricFamily(
+            "poolbench_input_tokens",
+            "Input tokens of successful requests, by where the count came from.",
+            labels=[*common, "source"],
+        )
+        sequences = CounterMetricFamily("poolbench_sequences", "Sequences of successful requests.", labels=common)
+        body = CounterMetricFamily("poolbench_response_bytes", "Response body bytes read.", labels=common)
+        histograms = {key: HistogramMetricFamily(metric, text, labels=common) for key, metric, text in TIMINGS}
+        for name, f in figures.items():
+            values = [name, METHOD, run]
+            requests.add_metric([*values, "success"], f.requests - f.failures)
+            requests.add_metric([*values, "failure"], f.failures)
+            for source, count in sorted(f.tokens.items()):
+                tokens.add_metric([*values, source], count)
+            sequences.add_metric(values, f.sequences)
+            body.add_metric(values, f.bytes)
+            for key, buckets in f.timings.items():
+                histograms[key].add_metric(values, buckets.cumulative(), buckets.sum_ms / 1000)
+        yield from (requests, tokens, sequences, body, *histograms.values())
+
+    def _gauge_families(self, start_time: float, run: str) -> Iterable[Metric]:
+        gauges = self._gauges
+        if (users := gauges.users()) is not None:
+            yield GaugeMetricFamily("poolbench_users", "Users running now.", value=users)
+        if (rate := gauges.target_rate()) is not None:
+            yield GaugeMetricFamily(
+                "poolbench_target_request_rate", "Open loop: the request rate asked for (requests/s).", value=rate
+            )
+        cpu = GaugeMetricFamily("poolbench_client_cpu_percent", "CPU use of each Locust process.", labels=["worker"])
+        for worker, percent in list(gauges.cpu().items())[:MAX_WORKERS]:
+            cpu.add_metric([label(worker)], percent)
+        yield cpu
+        start = GaugeMetricFamily(
+            "poolbench_run_start_timestamp_seconds", "When this run's counting began (Unix time).", labels=["run"]
+        )
+        start.add_metric([run], start_time)
+        yield start
+        info = {k: label(v) for k, v in gauges.info().items()}
+        family = GaugeMetricFamily("poolbench_run_info", "What this run sends, and where.", labels=["run", *info])
+        family.add_metric([run, *info.values()], 1)
+        yield family
