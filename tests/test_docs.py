@@ -7,7 +7,7 @@ from pathlib import Path
 
 from locust.argument_parser import get_empty_argument_parser, get_parser, setup_parser_arguments
 
-import poolbench_locust  # noqa: F401  (its options join Locust's parser)
+import poolbench_locust.plugin  # noqa: F401  (importing the plugin puts its options on Locust's parser)
 from docsgen import options_page
 
 ROOT = Path(__file__).resolve().parent.parent
