@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import re
 import select
 import subprocess
 import sys
@@ -244,6 +245,8 @@ class ClientRun:
     """[reported ms, ttfb ms or None, ok] per request, when recorded."""
     window: dict[str, float]
     finished: Finished
+    peak_rss_mb: float | None = None
+    """The client process's own peak RSS (VmHWM of its own memory), where it reported it; see own_peak_rss_mb."""
 
 
 def run_client(
@@ -299,7 +302,7 @@ def run_client(
                 warmup=warmup,
                 record=record,
             )
-    return ClientRun(r.probe.get("samples", []), r.probe.get("window") or {}, r.finished)
+    return ClientRun(r.probe.get("samples", []), r.probe.get("window") or {}, r.finished, r.probe.get("peak_rss_mb"))
 
 
 # ---------------------------------------------------------------- inside a Locust process
@@ -362,7 +365,23 @@ def probe() -> None:
 
     @events.quitting.add_listener
     def on_quit(environment: Any, **_: Any) -> None:
-        Path(out).write_text(json.dumps({"window": window(marks), "samples": samples}))
+        report = {"window": window(marks), "samples": samples, "peak_rss_mb": own_peak_rss_mb()}
+        Path(out).write_text(json.dumps(report))
+
+
+def own_peak_rss_mb() -> float | None:
+    """This process's peak RSS since its exec (VmHWM), in MB; None off Linux.
+
+    Not wait4's ru_maxrss: the kernel folds the image a child was spawned from into that figure, so a
+    Locust started from a pytest process of 200 MB reports 200 MB however little it used itself (in
+    CI, a 100 MB body's growth read as 80 MB).
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return round(int(match.group(1)) / 1024, 1) if match else None
 
 
 def window(marks: dict[str, Any]) -> dict[str, float] | None:

@@ -3,7 +3,8 @@
     python bench/memory.py [--body-mb 64] [--users 50] [--seconds 8]
 
 Each client runs as its own `locust --headless` process against the bundled mock server (its own
-process); its peak RSS is the kernel's VmHWM, as wait4 reports it when the process ends (ru_maxrss).
+process); its peak RSS is the kernel's VmHWM of the process's own memory, which it reads itself as it
+quits (bench/common.py's own_peak_rss_mb: wait4's ru_maxrss would count the process it was spawned from).
 Growth is measured against the same client fetching tiny bodies, so Locust's own footprint cancels out.
 """
 
@@ -33,7 +34,7 @@ def measure(body_mb: float, users: int, seconds: int) -> dict[str, Any]:
                 run = run_client(client, mock.url, Payload("bytes", BATCH, dims), seconds, users=users)
                 w = run.window
                 runs[f"{name}_{size}"] = {
-                    "peak_rss_mb": run.finished.peak_rss_mb,
+                    "peak_rss_mb": run.peak_rss_mb or run.finished.peak_rss_mb,
                     "requests": w["requests"],
                     "failures": w["failures"],
                 }
