@@ -17,14 +17,13 @@ from poolbench_locust import (
     start_checks,
     stop_timeout,
 )
-from poolbench_locust.charts import wiring as charts
-from poolbench_locust.engine import messages as failure_messages
-from poolbench_locust.exporter import wiring as prometheus_exporter
+from poolbench_locust.charts import chart_tabs
+from poolbench_locust.engine import failure_messages
+from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.locust_pages import PageEvents, page_events
-from poolbench_locust.metrics import clientload, tokengap
-from poolbench_locust.metrics import wiring as pooling
-from poolbench_locust.results import writer as json_result
-from poolbench_locust.servermetrics import wiring as server_metrics
+from poolbench_locust.metrics import clientload, pooling_reports, tokengap
+from poolbench_locust.results import json_result
+from poolbench_locust.servermetrics import server_metrics
 from poolbench_locust.webform import layout, validation
 from poolbench_locust.workload import arrival, sweep, trace, warmup
 
@@ -52,8 +51,8 @@ def setup(events: Events, pages: PageEvents) -> None:
     sweep.setup(events)
     # The figures and where they are shown (the order of their report sections and web UI tabs is
     # locust_pages' *_SECTION and *_TAB).
-    charts.setup(events, pages)
-    pooling.setup(events, pages)
+    chart_tabs.setup(events, pages)
+    pooling_reports.setup(events, pages)
     clientload.setup(events, pages)
     tokengap.setup(events)
     json_result.setup(events)
@@ -61,7 +60,7 @@ def setup(events: Events, pages: PageEvents) -> None:
     # After the start checks (a bad run stops before the port is bound) and after the figures' rooms.
     # Its quit listener sleeps --prometheus-linger: quit comes after quitting, so the --html file and
     # the CSV files are written before it.
-    prometheus_exporter.setup(events)
+    prometheus_endpoint.setup(events)
     # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
     layout.setup(events)
     validation.setup(events)

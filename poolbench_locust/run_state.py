@@ -6,7 +6,7 @@ UI's next run, in the same environment, starts clean through the test_start list
 what a run counts (the stats, the history, the open-loop schedule, the warm-up).
 
 Each part is declared here and made by its own room on first use (arrival.open_loop_of,
-metrics.wiring.stats_of, ...), so that this module, which every room imports, imports none of them.
+metrics.pooling_reports.stats_of, ...), so that this module, which every room imports, imports none of them.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from poolbench_locust.engine.messages import FailureRows
+    from poolbench_locust.engine.failure_messages import FailureRows
     from poolbench_locust.engine.plan import Plan
-    from poolbench_locust.exporter.wiring import Exporter
+    from poolbench_locust.exporter.prometheus_endpoint import Exporter
     from poolbench_locust.metrics.collector import PoolingStats
     from poolbench_locust.metrics.history import History
     from poolbench_locust.metrics.pacing import Board, Watcher
     from poolbench_locust.results.series import Series
-    from poolbench_locust.servermetrics.wiring import State as ServerMetrics
+    from poolbench_locust.servermetrics.pooling_reports import State as ServerMetrics
     from poolbench_locust.workload.arrival import OpenLoop
     from poolbench_locust.workload.trace import Replay
     from poolbench_locust.workload.warmup import Warmup
@@ -58,7 +58,7 @@ class RunState:
     pacing: Watcher | None = None
     """This process watching its own schedule's tally (open_loop.tally) and CPU."""
     prometheus: Exporter | None = None
-    """The --prometheus-port endpoint (exporter/wiring.py), on the master or the one process. Unlike the
+    """The --prometheus-port endpoint (exporter/prometheus_endpoint.py), on the master or the one process. Unlike the
     rest, its server lives as long as the process, not one run: bound when Locust starts (a busy port
     stops the run then), closed when it quits; what a run changes is its run number, the `run` label."""
 

@@ -20,9 +20,9 @@ from locust.env import Environment
 from locust.event import Events
 
 from poolbench_locust import EmbeddingsUser, locust_pages
-from poolbench_locust.charts import plot, svg, wiring
+from poolbench_locust.charts import chart_tabs, plot, svg
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts
-from poolbench_locust.metrics import wiring as pooling_wiring
+from poolbench_locust.metrics import pooling_reports
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.support.harness import options
@@ -134,8 +134,8 @@ def web_environment(runner_kind: str = "local") -> tuple[Environment, Any]:
     )
     runner = env.create_master_runner("127.0.0.1", 0) if runner_kind == "master" else env.create_local_runner()
     web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
-    pooling_wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
-    wiring.on_init(environment=env, runner=runner, web_ui=web_ui)
+    pooling_reports.on_init(environment=env, runner=runner, web_ui=web_ui)
+    chart_tabs.on_init(environment=env, runner=runner, web_ui=web_ui)
     locust_pages.on_init(environment=env, runner=runner, web_ui=web_ui)
     return env, runner
 
@@ -150,13 +150,13 @@ def locust_argv(monkeypatch):
 def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
     env, runner = web_environment(runner_kind)
     try:
-        stats, history = pooling_wiring.stats_of(env), history_of(env)
+        stats, history = pooling_reports.stats_of(env), history_of(env)
         worker = PoolingStats()
         for tick in range(3):  # three ticks, seven requests each: on the workers of a master, or here
             for _ in range(7):
                 request(worker if runner_kind == "master" else stats, 120, 30)
             if runner_kind == "master":
-                env.events.worker_report.fire(client_id="w1", data={pooling_wiring.REPORT_KEY: worker.take_report()})
+                env.events.worker_report.fire(client_id="w1", data={pooling_reports.REPORT_KEY: worker.take_report()})
             history.add({**take_sample(env, stats), "time": 1_000_000.0 + tick})  # a second apart
         client = env.web_ui.app.test_client()
         served = client.get("/pooling/history").get_json()
@@ -175,8 +175,8 @@ def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
 def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(locust_argv):
     env, runner = web_environment()
     try:
-        request(pooling_wiring.stats_of(env), 80, 20)
-        history_of(env).add(take_sample(env, pooling_wiring.stats_of(env)))
+        request(pooling_reports.stats_of(env), 80, 20)
+        history_of(env).add(take_sample(env, pooling_reports.stats_of(env)))
         page = env.web_ui.app.test_client().get("/stats/report").get_data(as_text=True)
         assert 0 < page.index('id="poolbench-charts"') < page.index('id="poolbench-pooling"')
     finally:

@@ -1,4 +1,4 @@
-"""The bounded failure rows (engine/messages.py: 100 distinct messages as themselves, the rest grouped)
+"""The bounded failure rows (engine/failure_messages.py: 100 distinct messages as themselves, the rest grouped)
 start again from none whenever the failures table does: at the end of --warmup and at *Reset stats*,
 in one process and on every worker. Before, the warm-up's messages (counted nowhere) or the rows a
 reset had emptied used up the 100, and every message after them was grouped."""
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from poolbench_locust.engine.messages import DISTINCT_MESSAGES
+from poolbench_locust.engine.failure_messages import DISTINCT_MESSAGES
 from tests.support.webui import WebUI
 from tests.test_cli import locust
 from tests.test_hostile_transport import process_server

@@ -115,7 +115,7 @@ def test_pooling_rows_merged_from_two_workers_equal_one_process():
     for stats in (one, master, *workers):
         stats.start_time = 1000.0
     for worker in workers:
-        worker.keeps_total = False  # as metrics/wiring.py sets it on a worker: the master adds the entries up
+        worker.keeps_total = False  # as metrics/pooling_reports.py sets it on a worker: the master adds the entries up
     for i in range(3000):
         e2e = 20.0 + (i * 7919 % 3001) / 10.0
         context = {"sequences": 2, "input_tokens": 5 + i % 3, "ttfb_ms": e2e / 3, "queue_ms": float(i % 4)}

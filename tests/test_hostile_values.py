@@ -21,7 +21,7 @@ import pytest
 from locust.stats import StatsCSV
 
 import poolbench_locust as pb
-from poolbench_locust.engine import messages
+from poolbench_locust.engine import failure_messages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from poolbench_locust.start_checks import configuration_error
@@ -319,10 +319,10 @@ def test_unique_60_kb_error_messages_keep_the_failures_table_and_memory_bounded(
     stats = run.env.stats
     assert stats.total.num_failures == requests
     rows = list(stats.errors.values())
-    limit = messages.DISTINCT_MESSAGES + messages.DISTINCT_GROUPS + 1
+    limit = failure_messages.DISTINCT_MESSAGES + failure_messages.DISTINCT_GROUPS + 1
     assert len(rows) <= limit, len(rows)
     assert sum(r.occurrences for r in rows) == requests, "every failure is counted in some row"
-    assert max(len(str(r.error)) for r in rows) <= messages.MESSAGE_LIMIT + 100
+    assert max(len(str(r.error)) for r in rows) <= failure_messages.MESSAGE_LIMIT + 100
     assert any("messages grouped" in str(r.error) for r in rows)
     with open(tmp_path / "run_failures.csv", "w", newline="") as f:  # Locust's own failures CSV writer
         StatsCSV(run.env, [0.5]).failures_csv(csv.writer(f))
@@ -338,9 +338,9 @@ def _rss_mb() -> float:
 
 
 def test_clean_redacts_before_it_cuts_so_no_part_of_the_key_survives():
-    text = "x" * (messages.MESSAGE_LIMIT - 5) + SECRET
-    assert SECRET[:5] not in messages.clean(text, [SECRET])
-    assert messages.clean("é ok ü 字") == "é ok ü 字", "printable text is left as it is"
+    text = "x" * (failure_messages.MESSAGE_LIMIT - 5) + SECRET
+    assert SECRET[:5] not in failure_messages.clean(text, [SECRET])
+    assert failure_messages.clean("é ok ü 字") == "é ok ü 字", "printable text is left as it is"
 
 
 # ---- 18.2: redirects -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from poolbench_locust import EmbeddingsUser, plugin
 from poolbench_locust.locust_pages import PageEvents
-from poolbench_locust.metrics.wiring import stats_of
+from poolbench_locust.metrics.pooling_reports import stats_of
 from poolbench_locust.run_state import state_of
 from poolbench_locust.workload.arrival import open_loop_of
 from poolbench_locust.workload.warmup import warmup_of

@@ -29,7 +29,7 @@ def one_run(ui: WebUI, host: str) -> tuple[dict, dict]:
     time.sleep(RUN_S)
     ui.stop()
     # A master's own stats take the workers' last reports up to a report interval after STOP, where
-    # the pooling stats wait for them (metrics.wiring): give Locust's that time.
+    # the pooling stats wait for them (metrics.pooling_reports): give Locust's that time.
     deadline = time.monotonic() + 6
     while (locust_total := ui.locust_total())["num_requests"] != (pooling := ui.pooling_total())["Request Count"]:
         if time.monotonic() > deadline:

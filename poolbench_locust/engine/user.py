@@ -21,7 +21,7 @@ from locust.event import EventHook
 from locust.exception import StopUser
 
 from poolbench_locust.endpoints.spec import Endpoint
-from poolbench_locust.engine import answer_checks, messages
+from poolbench_locust.engine import answer_checks, failure_messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
@@ -127,7 +127,7 @@ class EndpointUser(FastHttpUser):
         agent.valid_response_codes = ANY_STATUS
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
         agent.max_redirects = MAX_REDIRECTS
-        self._failure_rows = messages.failure_rows(environment)
+        self._failure_rows = failure_messages.failure_rows(environment)
         self._open_loop = open_loop_of(environment)
         self._warmup = warmup_of(environment)
         # Pooling servers set no cookies, and the cookie jar's add and extract on every request cost
@@ -204,9 +204,8 @@ class EndpointUser(FastHttpUser):
                     received, failure = self._consume(plan, resp, req, start, context)
                 except Exception as e:  # a bug here must still be one counted failure, never a lost event
                     trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
-                    logger.error(
-                        "unexpected error while reading the answer: %s", messages.clean(trace, plan.secrets, 4000)
-                    )
+                    cleaned = failure_messages.clean(trace, plan.secrets, 4000)
+                    logger.error("unexpected error while reading the answer: %s", cleaned)
                     resp.release()
                     received, failure = exchange.body_received, f"client error: {type(e).__name__}: {e}"
                 deadline.close()  # from here on nothing may time out: the event must be fired
@@ -224,9 +223,9 @@ class EndpointUser(FastHttpUser):
                 if failure is None:
                     resp.success()
                 elif warming:  # counted nowhere: it must take none of the failure rows' places either
-                    resp.failure(messages.clean(failure, plan.secrets))
+                    resp.failure(failure_messages.clean(failure, plan.secrets))
                 else:
-                    resp.failure(self._failure_rows.row(messages.clean(failure, plan.secrets)))
+                    resp.failure(self._failure_rows.row(failure_messages.clean(failure, plan.secrets)))
         finally:
             deadline.close()
             exchange.end()

@@ -40,7 +40,7 @@ from poolbench_locust.metrics.pacing import (
     parse,
     watcher_of,
 )
-from poolbench_locust.metrics.wiring import csv_text
+from poolbench_locust.metrics.pooling_reports import csv_text
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")

@@ -14,7 +14,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
-from poolbench_locust.metrics.wiring import stats_of
+from poolbench_locust.metrics.pooling_reports import stats_of
 
 logger = logging.getLogger("poolbench_locust")
 

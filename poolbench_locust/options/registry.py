@@ -401,7 +401,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
     ),
     *group(
         PROMETHEUS,
-        # Read once, when Locust starts (exporter/wiring.py binds the port then): the form shows them
+        # Read once, when Locust starts (exporter/prometheus_endpoint.py binds the port then): the form shows them
         # with "set at launch", and a run started with another port is told the endpoint stays put.
         Option(
             "--prometheus-port",

@@ -80,7 +80,7 @@ class SweepShape(LoadTestShape):
         return users, float(users)
 
     def _snapshot(self) -> dict[str, Any]:
-        from poolbench_locust.metrics.wiring import stats_of
+        from poolbench_locust.metrics.pooling_reports import stats_of
 
         total = self.environment.runner.stats.total  # type: ignore[union-attr]
         pooling = stats_of(self.environment).total

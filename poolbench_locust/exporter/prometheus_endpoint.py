@@ -22,7 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
-from poolbench_locust.metrics.wiring import stats_of
+from poolbench_locust.metrics.pooling_reports import stats_of
 from poolbench_locust.options import OptionError, parsed
 from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import stop_at_start

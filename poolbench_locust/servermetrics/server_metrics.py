@@ -22,7 +22,7 @@ from locust.runners import WorkerRunner
 from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.metrics.wiring import csv_text, stats_of
+from poolbench_locust.metrics.pooling_reports import csv_text, stats_of
 from poolbench_locust.options import OptionError, parsed, without_credentials
 from poolbench_locust.run_state import state_of
 from poolbench_locust.servermetrics import report
