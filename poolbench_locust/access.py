@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import gevent.ssl
 
 from poolbench_locust.options import OptionError
+from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -60,6 +61,14 @@ class Access:
 def _bundle_context(path: str) -> Any:
     """One context per CA file, shared by every user and connection: loading the file is the slow part."""
     return gevent.ssl.create_default_context(cafile=path)
+
+
+_WARNINGS: Slot[set[tuple[str, str]]] = Slot("api_key_warnings", set)
+"""The API-key warnings given already in an environment, one per kind and host: given once a process."""
+
+
+def warnings_given(environment: Any) -> set[tuple[str, str]]:
+    return _WARNINGS.of(environment)
 
 
 def _once(warned: set[tuple[str, str]], kind: str, host: str, message: str, *args: Any) -> None:

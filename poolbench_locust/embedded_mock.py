@@ -10,7 +10,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import endpoint_users
-from poolbench_locust.run_state import state_of
+from poolbench_locust.host_probe import probed
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -48,7 +48,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     users = endpoint_users(environment)
     if users and not environment.host and not any(u.host for u in environment.user_classes):
         start_embedded_mock(environment)
-        state_of(environment).checked_host = environment.host
+        probed(environment).host = environment.host
 
 
 def setup(events: Events) -> None:

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
 
 from poolbench_locust.access import without_credentials
+from poolbench_locust.store import Slot
 
 HOST_CHECK_TIMEOUT_S = 5.0
 """Bound of the name lookup and of the TCP connect that check --host at start."""
+
+
+@dataclass
+class Probed:
+    """The host found listening in an environment: not probed again until the host changes (a web UI's
+    next run may aim elsewhere). The bundled mock's own address counts as found."""
+
+    host: str | None = None
+
+
+_PROBED = Slot("probed_host", Probed)
+
+
+def probed(environment: Any) -> Probed:
+    return _PROBED.of(environment)
 
 
 def host_error(host: str) -> str | None:

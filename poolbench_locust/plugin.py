@@ -24,8 +24,9 @@ from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, pooling_reports, tokengap
 from poolbench_locust.results import json_result
 from poolbench_locust.servermetrics import server_metrics
+from poolbench_locust.sweep import sweep_shape
 from poolbench_locust.webform import layout, validation
-from poolbench_locust.workload import arrival, sweep, trace, warmup
+from poolbench_locust.workload import arrival, replay, warmup
 
 
 def setup(events: Events, pages: PageEvents) -> None:
@@ -43,12 +44,12 @@ def setup(events: Events, pages: PageEvents) -> None:
     stop_timeout.setup(events)
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the
     # checks have passed it.
-    trace.setup(events)
+    replay.setup(events)
     failure_messages.setup(events)  # the bounded failure rows start again with the stats
     # The one writer of the --html file, before every room that adds to it: Locust fires quitting
     # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
     locust_pages.setup(events)
-    sweep.setup(events)
+    sweep_shape.setup(events)
     # The figures and where they are shown (the order of their report sections and web UI tabs is
     # locust_pages' *_SECTION and *_TAB).
     chart_tabs.setup(events, pages)

@@ -22,8 +22,8 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.options import OptionError
-from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import stop_at_start
+from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -60,9 +60,13 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     return user.plan.path, (status if isinstance(status, int) else 0), message
 
 
+_PASSED: Slot[set[tuple[Any, ...]]] = Slot("preflighted", set)
+"""The User classes, hosts and options whose preflight request passed: not asked again (it outlives a run)."""
+
+
 def preflight_error(environment: Environment) -> str | None:
     """The line that stops the run, or None. Each User class and set of options is asked once per host."""
-    done = state_of(environment).preflighted
+    done = _PASSED.of(environment)
     for user_class in endpoint_users(environment):
         host = environment.host or user_class.host
         key = (user_class, host, repr(sorted(vars(environment.parsed_options).items())))

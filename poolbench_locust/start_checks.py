@@ -16,10 +16,9 @@ from locust.runners import MasterRunner, WorkerRunner
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
-from poolbench_locust.host_probe import host_error
+from poolbench_locust.host_probe import host_error, probed
 from poolbench_locust.metrics import checks
 from poolbench_locust.options import OptionError
-from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -43,7 +42,7 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
         try:
             # The host to check is the options' (the form's, in the web UI): a User class keeps the host
             # of the run before, which Locust set on it, until the next spawn.
-            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, run=state_of(environment))
+            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, environment)
         except OptionError as e:
             return str(e)
     return None
@@ -55,11 +54,11 @@ def start_error(environment: Environment, check_host: bool = True) -> str | None
     host = environment.host
     if not check_host or not host or not endpoint_users(environment):
         return None
-    state = state_of(environment)
-    if state.checked_host == host:
+    found = probed(environment)
+    if found.host == host:
         return None
     if (error := host_error(host)) is None:
-        state.checked_host = host
+        found.host = host
     return error
 
 

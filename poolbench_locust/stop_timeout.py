@@ -19,6 +19,7 @@ master's value back.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from locust.env import Environment
@@ -27,15 +28,25 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
+
+
+@dataclass
+class _Ours:
+    """Whether environment.stop_timeout is the one this module set (not the user's): it outlives a run."""
+
+    set: bool = False
+
+
+_OURS = Slot("stop_timeout", _Ours)
 
 
 def default_stop_timeout(environment: Environment) -> float | None:
     """The stop timeout these User classes need, or None when the one Locust has is to be kept."""
     # One set here (not the user's) moves with a --request-timeout changed in the web UI.
-    if environment.stop_timeout and not state_of(environment).stop_timeout_set:
+    if environment.stop_timeout and not _OURS.of(environment).set:
         return None
     if not any(issubclass(u, EndpointUser) for u in environment.user_classes):
         return None
@@ -50,7 +61,7 @@ def _apply(environment: Environment, **_: Any) -> None:
         return
     if (seconds := default_stop_timeout(environment)) is not None:
         environment.stop_timeout = seconds
-        state_of(environment).stop_timeout_set = True
+        _OURS.of(environment).set = True
         logger.debug("--stop-timeout 0: waiting up to --request-timeout (%g s) for requests in flight at stop", seconds)
 
 

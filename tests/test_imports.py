@@ -1,10 +1,15 @@
-"""The import graph: no cycles, and no room importing upward (plugin.py wires the rooms; they never
-import it or hooks.py, and the engine measures without knowing who counts)."""
+"""The import graph points one way: every import counted (`if TYPE_CHECKING:` and function-local ones
+too, since a type named or a module imported later is knowledge all the same), no cycle, no module
+importing a layer above its own, and the modules that wire a room into Locust imported by plugin.py alone.
+
+The layer order is written here once, and docs/architecture.md shows it in the same order."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,95 +17,206 @@ import pytest
 import poolbench_locust
 
 PACKAGE = Path(poolbench_locust.__file__).parent
-ENGINE_MAY_NOT_IMPORT = ("metrics", "results", "servermetrics", "charts", "webform", "preflight", "start_checks")
-PLUGIN_IMPORTERS = {
-    "poolbench_locust",  # its User classes, imported lazily, load the plugin
-    "poolbench_locust.cli",  # the command line: Locust's, with the plugin loaded first
-}
-HOOKS_IMPORTERS = {
-    "poolbench_locust.plugin",
-    "poolbench_locust.webform.validation",  # its secret placeholder, until the masking moves to webform/ (issue 21)
-}
+ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
+
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
+    # add to Locust's pages, the HTML tables, the early exit.
+    ("base", ("wire", "lazyjson", "store", "htmltables", "locust_pages", "lifecycle", "texttable")),
+    ("options", ("options",)),  # the option registry, its parsers and Settings
+    ("access", ("access", "host_probe")),  # where the API key may go; --host checked at start
+    ("servers", ("endpoints", "mockserver")),  # what each server speaks: the client's declarations, the mock
+    ("workload", ("workload",)),  # what is sent and when: datasets, tokens, arrivals, warm-up, traces
+    ("engine", ("engine",)),  # send, read to the last byte, judge, one event: knows no one who counts
+    ("users", ("users",)),  # the User classes, one declaration each
+    ("metrics", ("metrics",)),  # the pooling stats, fed by the request events; pacing; the checks
+    ("sweep", ("sweep",)),  # the load shape that steps, and its step table
+    ("charts", ("charts",)),
+    ("servermetrics", ("servermetrics",)),
+    ("results", ("results",)),  # the JSON result, poolbench-compare
+    ("exporter", ("exporter",)),
+    ("start", ("start_checks", "preflight", "stop_timeout", "embedded_mock", "webform")),
+    # Each room's place in Locust's events and pages, and the plugin that calls them in order.
+    (
+        "wiring",
+        (
+            "metrics.pooling_reports",
+            "metrics.clientload",
+            "metrics.tokengap",
+            "charts.chart_tabs",
+            "servermetrics.server_metrics",
+            "results.json_result",
+            "exporter.prometheus_endpoint",
+            "plugin",
+            "cli",
+            "",  # the package itself: importing a User class from it loads the plugin
+        ),
+    ),
+]
+WIRING = {f"poolbench_locust.{m}" for m in LAYERS[-1][1] if m and m not in ("plugin", "cli")}
+ONLY_PLUGIN_IMPORTS = WIRING
+PLUGIN_IMPORTERS = {"poolbench_locust", "poolbench_locust.cli"}
 
 
-def _modules() -> dict[str, Path]:
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
     found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
+    for path in root.rglob("*.py"):
+        parts = (root.name, *path.relative_to(root).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
-MODULES = _modules()
-
-
-def _imports(name: str, path: Path, top_level_only: bool) -> set[str]:
-    """The package's modules that `name` imports (what `from x import y` names, when y is a module);
-    imports under `if TYPE_CHECKING:` are left out, as are imports inside functions when
-    `top_level_only` (they run later, and make no cycle at import)."""
-    tree = ast.parse(path.read_text())
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its file: at the top, inside functions,
+    under `if TYPE_CHECKING:` (what `from x import y` names, when y is a module)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                kept = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*kept, base]).strip(".")
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # names the module itself defines
+                found.add(base)
+    return {m for m in found if m in known and m != name}
 
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
-            if top_level_only and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                continue
-            if isinstance(child, ast.Import):
-                found.update(a.name for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    base = ".".join([*package.split(".")[: len(package.split(".")) - child.level + 1], base]).strip(".")
-                submodules = {f"{base}.{a.name}" for a in child.names} & MODULES.keys()
-                found.update(submodules)
-                if len(submodules) < len(child.names):  # names the package itself defines
-                    found.add(base)
-            visit(child)
 
-    visit(tree)
-    return {m for m in found if m in MODULES and m != name}
+def graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    found = modules(root)
+    return {name: imports(name, path, set(found)) for name, path in found.items()}
+
+
+def layer_of(module: str) -> int:
+    """The index of the module's layer: its most specific prefix in LAYERS."""
+    inner = module.partition(".")[2]
+    best, best_length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = inner == prefix or (prefix and inner.startswith(prefix + "."))
+            if matches and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    if best is None:
+        raise LookupError(f"{module} is in no layer: add it to LAYERS in tests/test_imports.py")
+    return best
+
+
+def upward_edges(edges: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if layer_of(target) > layer_of(source):
+                wrong.append(
+                    f"{source} ({LAYERS[layer_of(source)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+                )
+            elif target in ONLY_PLUGIN_IMPORTS and source != "poolbench_locust.plugin":
+                wrong.append(f"{source} imports {target}, which wires a room into Locust: only plugin.py may")
+            elif target == "poolbench_locust.plugin" and source not in PLUGIN_IMPORTERS:
+                wrong.append(f"{source} imports the plugin")
+    return wrong
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+GRAPH = graph()
 
 
 def test_every_module_imports():
-    for name in MODULES:
+    for name in GRAPH:
         if name.endswith("__main__"):
             continue
         importlib.import_module(name)
-    assert {"poolbench_locust.engine.user", "poolbench_locust.plugin"} <= set(MODULES)
+    assert {"poolbench_locust.engine.user", "poolbench_locust.plugin", "poolbench_locust.store"} <= set(GRAPH)
+
+
+def test_every_module_has_a_layer():
+    for name in GRAPH:
+        layer_of(name)
 
 
 def test_no_import_cycle():
-    graph = {name: _imports(name, path, top_level_only=True) for name, path in MODULES.items()}
-    state: dict[str, int] = {}
-    trail: list[str] = []
-
-    def walk(node: str) -> None:
-        state[node] = 1
-        trail.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                pytest.fail("import cycle: " + " -> ".join([*trail[trail.index(nxt) :], nxt]))
-            if nxt not in state:
-                walk(nxt)
-        trail.pop()
-        state[node] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            walk(name)
+    assert cycles(GRAPH) == []
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_room_imports_upward(name):
-    imported = _imports(name, MODULES[name], top_level_only=False)
-    if name not in PLUGIN_IMPORTERS:
-        assert "poolbench_locust.plugin" not in imported
-    if name not in HOOKS_IMPORTERS:
-        assert "poolbench_locust.hooks" not in imported
-    if name.startswith("poolbench_locust.engine"):
-        upward = {m for m in imported if m.split(".")[1] in ENGINE_MAY_NOT_IMPORT}
-        assert not upward, f"{name} imports {sorted(upward)}"
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_edges(GRAPH) == []
+
+
+def test_the_wiring_modules_are_leaves():
+    importers = {m: {s for s, targets in GRAPH.items() if m in targets} for m in WIRING}
+    assert set(importers) <= set(GRAPH), "a wiring module named in LAYERS is gone"
+    assert {m: i for m, i in importers.items() if i != {"poolbench_locust.plugin"}} == {}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "from poolbench_locust.metrics.collector import PoolingStats\n",
+        "if TYPE_CHECKING:\n    from poolbench_locust.metrics.collector import PoolingStats\n",
+        "def later():\n    from poolbench_locust.metrics import collector\n    return collector\n",
+    ],
+    ids=["top-level", "type-checking", "function-local"],
+)
+def test_a_planted_upward_import_is_found(tmp_path, planted):
+    """The guard on a copy of the package with one upward import planted in the engine, in each form."""
+    copy = tmp_path / "poolbench_locust"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    body = copy / "engine" / "body.py"
+    body.write_text(body.read_text() + "\n" + planted)
+    planted_graph = graph(copy)
+    assert "poolbench_locust.metrics.collector" in planted_graph["poolbench_locust.engine.body"]
+    assert upward_edges(planted_graph) == [
+        "poolbench_locust.engine.body (engine) imports poolbench_locust.metrics.collector (metrics)"
+    ]
+
+
+def test_a_planted_cycle_is_found(tmp_path):
+    copy = tmp_path / "poolbench_locust"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    store = copy / "store.py"
+    store.write_text(store.read_text() + "\ndef later():\n    from poolbench_locust import access\n")
+    assert ["poolbench_locust.access", "poolbench_locust.store"] in cycles(graph(copy))
+
+
+def test_the_architecture_page_shows_the_layers_in_order():
+    text = ARCHITECTURE.read_text()
+    section = text.partition("## Layers")[2].partition("\n## ")[0]
+    shown = re.findall(r"^\|\s*\d+\s*\|\s*([a-z]+)\s*\|", section, flags=re.MULTILINE)
+    assert shown == [name for name, _ in reversed(LAYERS)], "docs/architecture.md's layer table, top first"

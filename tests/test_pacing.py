@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import requests
 
+from poolbench_locust.metrics.client_board import Board, _row
 from poolbench_locust.metrics.histogram import Histogram
-from poolbench_locust.metrics.pacing import Board, Figures, Refused, Watcher, _row, parse
+from poolbench_locust.metrics.pacing import Figures, Refused, Watcher, parse
 from poolbench_locust.workload.arrival import OpenLoop
 from tests.support.webui import WebUI
 from tests.test_cli import csv_rows, locust

@@ -25,9 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from poolbench_locust.exporter import series
 from poolbench_locust.exporter.prometheus_endpoint import Exporter
-from poolbench_locust.metrics.collector import SOURCES, Entry
+from poolbench_locust.metrics.collector import SOURCES, Entry, stats_of
 from poolbench_locust.metrics.histogram import Histogram
-from poolbench_locust.metrics.pooling_reports import stats_of
 from tests.support.harness import options
 from tests.support.prometheus_server import Prometheus, free_port, prometheus
 

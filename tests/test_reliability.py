@@ -30,7 +30,7 @@ from locust.exception import StopUser
 
 from bench import soak
 from poolbench_locust import EmbeddingsUser, RerankUser, start_checks
-from poolbench_locust.metrics.pooling_reports import stats_of
+from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.webform import secrets

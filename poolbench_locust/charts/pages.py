@@ -10,8 +10,8 @@ from locust.env import Environment
 from poolbench_locust import htmltables
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts, records_of, time_charts
 from poolbench_locust.metrics.history import history_of
-from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
-from poolbench_locust.workload.sweep import SweepShape
+from poolbench_locust.sweep.steps import COLUMNS as SWEEP_COLUMNS
+from poolbench_locust.sweep.sweep_shape import SweepShape
 
 SECTION_ID = "poolbench-charts"
 

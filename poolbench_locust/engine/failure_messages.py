@@ -19,7 +19,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 from poolbench_locust.workload.warmup import warmup_of
 
 MESSAGE_LIMIT = 300
@@ -86,12 +86,13 @@ class FailureRows:
         self._grouped.clear()
 
 
+_ROWS = Slot("failure_rows", FailureRows)
+"""The bounded failure rows of a Locust process: they outlive a run, and are emptied with the stats."""
+
+
 def failure_rows(owner: object) -> FailureRows:
     """The FailureRows of an environment (one per Locust process), made on first use."""
-    state = state_of(owner)
-    if state.failure_rows is None:
-        state.failure_rows = FailureRows()
-    return state.failure_rows
+    return _ROWS.of(owner)
 
 
 CLEAR_MESSAGE = "poolbench_clear_failure_rows"

@@ -4,21 +4,28 @@ prepared before the test, shared by every user of the class under one set of opt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from poolbench_locust.access import Access, access_for
+from poolbench_locust.access import Access, access_for, warnings_given
+from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
+from poolbench_locust.store import Slot
 from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
 from poolbench_locust.workload import PreparedRequest, request_pool
 from poolbench_locust.workload.arrival import Schedule
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 
-if TYPE_CHECKING:
-    from poolbench_locust.engine.user import EndpointUser
-    from poolbench_locust.run_state import RunState
+
+class Planned(Protocol):
+    """What a plan reads of a User class (engine/user.py's EndpointUser declares each)."""
+
+    __name__: str
+    endpoint: Endpoint
+    host: str | None
+    request_name: str | None
 
 
 @dataclass
@@ -51,7 +58,7 @@ class Plan:
         return (self.access.api_key, self.access.host_password)
 
 
-def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
+def check_settings(user_class: Planned, settings: Settings) -> None:
     """Raise OptionError for a combination the User class's endpoint cannot serve."""
     endpoint = user_class.endpoint
     if settings.encoding_format not in endpoint.encodings:
@@ -67,19 +74,23 @@ def check_settings(user_class: type[EndpointUser], settings: Settings) -> None:
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
 
 
-def plan_for(
-    user_class: type[EndpointUser], options: Any, host: str | None = None, run: RunState | None = None
-) -> Plan:
+_PLANS: Slot[dict[tuple[Any, ...], Plan]] = Slot("plans", dict)
+"""Each User class's plan, per set of options and host. It outlives a run: the web UI's next run with
+the same options and host sends the same prepared requests."""
+
+
+def plan_for(user_class: Planned, options: Any, host: str | None = None, environment: Any = None) -> Plan:
     """The shared plan of a User class: checked options, headers, and the requests prepared before the test.
 
-    Made once per run (kept in `run`) for each User class, set of options and host; without `run`, made anew.
+    Made once per environment for each User class, set of options and host; without an environment, anew.
     """
     settings = Settings.from_options(options)
     target = host or user_class.host or getattr(options, "host", None)
-    access = access_for(options, settings.api_key, target, run.warned if run is not None else None)
+    warned = warnings_given(environment) if environment is not None else None
+    access = access_for(options, settings.api_key, target, warned)
     limits = Limits.from_options(options)
     key = (user_class, settings, target, access, limits)
-    plans = run.plans if run is not None else {}
+    plans = _PLANS.of(environment) if environment is not None else {}
     if (plan := plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint

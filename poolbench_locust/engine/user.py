@@ -28,7 +28,6 @@ from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.target import origin
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError
-from poolbench_locust.run_state import state_of
 from poolbench_locust.wire import (
     DTYPE_SIZES,
     JSON,
@@ -106,9 +105,7 @@ class EndpointUser(FastHttpUser):
         # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
         try:
-            self.plan: Plan | None = plan_for(
-                type(self), environment.parsed_options, environment.host, state_of(environment)
-            )
+            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host, environment)
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e

@@ -22,11 +22,10 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
-from poolbench_locust.metrics.pooling_reports import stats_of
+from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, parsed
-from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import stop_at_start
-from poolbench_locust.workload.sweep import SweepShape
+from poolbench_locust.sweep.sweep_shape import SweepShape
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -134,7 +133,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         message = f"--prometheus-port {port}: cannot listen on {host or '*'}:{port}: {e.strerror or e}"
         stop_at_start(environment, runner, message)
         return
-    state_of(environment).prometheus = exporter  # the process's endpoint: it outlives each run
+    # The process's endpoint outlives each run: only its listeners hold it (RunState.prometheus was never read).
     logger.info("Prometheus endpoint at http://%s:%d/metrics", host or "0.0.0.0", port)
     events = environment.events
     events.test_start.add_listener(exporter.next_run)
@@ -158,7 +157,6 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             logger.info("Prometheus endpoint: up %g s more for a last scrape (--prometheus-linger)", linger_s)
             gevent.sleep(linger_s)
         exporter.close()
-        state_of(environment).prometheus = None
 
 
 def setup(events: Events) -> None:

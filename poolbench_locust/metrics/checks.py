@@ -7,8 +7,8 @@ from typing import Any
 from locust.env import Environment
 
 from poolbench_locust.metrics import goodput
+from poolbench_locust.metrics.client_board import board_of
 from poolbench_locust.metrics.collector import PoolingStats
-from poolbench_locust.metrics.pacing import board_of
 from poolbench_locust.options import OptionError, parsed
 
 EXIT_CODE = 3

@@ -26,21 +26,18 @@ from poolbench_locust.locust_pages import (
     add_route,
     csv_download,
 )
+from poolbench_locust.metrics.client_board import HEADER, Board, board_of, console_lines
 from poolbench_locust.metrics.pacing import (
     FINAL_MESSAGE,
-    HEADER,
     REPORT_KEY,
     TICK_S,
-    Board,
     Figures,
     Refused,
     Watcher,
-    board_of,
-    console_lines,
     parse,
     watcher_of,
 )
-from poolbench_locust.metrics.pooling_reports import csv_text
+from poolbench_locust.metrics.table import csv_text
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")

@@ -20,6 +20,7 @@ from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.metrics.goodput import Slo
 from poolbench_locust.metrics.histogram import Histogram, Moments
+from poolbench_locust.store import Slot
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
@@ -249,3 +250,11 @@ class PoolingStats:
 
     def sorted_entries(self) -> list[Entry]:
         return [self.entries[name] for name in sorted(self.entries)]
+
+
+_STATS = Slot("pooling_stats", PoolingStats)
+
+
+def stats_of(environment: Any) -> PoolingStats:
+    """The environment's pooling stats (made on first use, one per environment)."""
+    return _STATS.of(environment)

@@ -25,7 +25,7 @@ from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTIL
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 
 MAX_SAMPLES = 1800
 """Half an hour at one sample a second; a longer run keeps this many, further apart."""
@@ -109,12 +109,12 @@ class History:
         self.window.clear()
 
 
+_HISTORY = Slot("history", History)
+
+
 def history_of(environment: Environment) -> History:
     """The environment's history (created on first use, one per environment)."""
-    state = state_of(environment)
-    if state.history is None:
-        state.history = History()
-    return state.history
+    return _HISTORY.of(environment)
 
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ import psutil
 from locust.env import Environment
 
 from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 from poolbench_locust.workload.arrival import OpenLoop, open_loop_of
 
 logger = logging.getLogger("poolbench_locust")
@@ -315,178 +315,12 @@ def cpu_warning(process: str, figures: Figures) -> str:
     )
 
 
-def _ms(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
-
-
-HEADER = (
-    "Process",
-    "Target Requests/s",
-    "Scheduled Requests/s",
-    "Sent Requests/s",
-    "Sent Ratio",
-    "Sent",
-    "Late %",
-    "Lateness 50%",
-    "Lateness 99%",
-    "Lateness Max",
-    "Peak CPU %",
-    "Fell Behind",
-    "Likely Cause",
-)
-TOTAL = "Total"
-
-
-def _row(process: str, figures: Figures) -> dict[str, Any]:
-    open_loop = figures.target_rate is not None
-    lateness = figures.lateness
-
-    def rounded(value: float | None, digits: int = 1) -> float | None:
-        return None if value is None else round(value, digits)
-
-    return {
-        "Process": process,
-        "Target Requests/s": rounded(figures.target_rate),
-        "Scheduled Requests/s": rounded(figures.scheduled_rate()),
-        "Sent Requests/s": rounded(figures.sent_rate()),
-        "Sent Ratio": rounded(figures.ratio(), 3),
-        "Sent": figures.sent if open_loop else None,
-        "Late %": rounded(100 * figures.late / figures.sent) if open_loop and figures.sent else None,
-        "Lateness 50%": _ms(lateness.percentile(0.5)) if open_loop else None,
-        "Lateness 99%": _ms(lateness.percentile(0.99)) if open_loop else None,
-        "Lateness Max": _ms(lateness.max) if open_loop and lateness.n else None,
-        "Peak CPU %": rounded(figures.cpu_peak, 0),
-        "Fell Behind": ("yes" if figures.behind else "no") if open_loop else None,
-        "Likely Cause": CAUSES[figures.cause].split(":")[0] if figures.cause else None,
-    }
-
-
-class Board:
-    """The master's (or the only process's) view: each process's latest figures, and the warnings said."""
-
-    def __init__(self) -> None:
-        self.processes: dict[str, Figures] = {}
-        self._said: set[tuple[str, str]] = set()
-        self._refused: set[str] = set()
-
-    def clear(self) -> None:
-        self.processes.clear()
-        self._said.clear()
-
-    def update(self, process: str, figures: Figures) -> None:
-        self.processes[process] = figures
-        for kind, flagged in (("behind", figures.behind), ("cpu", figures.cpu_busy)):
-            if flagged and (process, kind) not in self._said:
-                self._said.add((process, kind))
-                text = behind_warning(process, figures, during=True) if kind == "behind" else None
-                logger.warning("%s", text or cpu_warning(process, figures))
-
-    def refuse(self, process: str, why: str) -> None:
-        if process not in self._refused:  # once per worker: it would say the same every 3 s
-            self._refused.add(process)
-            logger.warning("Pacing figures from %s refused (%s): its rate and CPU are left out", process, why[:200])
-
-    def total(self) -> Figures | None:
-        """The open loop over all processes: targets, counts and rates add up; None in a closed loop."""
-        senders = [f for f in self.processes.values() if f.target_rate is not None]
-        if not senders:
-            return None
-        total = Figures(target_rate=sum(f.target_rate or 0.0 for f in senders))
-        for figures in senders:
-            total.scheduled += figures.scheduled
-            total.sent += figures.sent
-            total.late += figures.late
-            total.lateness.merge(figures.lateness.dump())
-            total.behind = total.behind or figures.behind
-        total.seconds = max(f.seconds for f in senders)
-        return total
-
-    def rows(self) -> list[dict[str, Any]]:
-        table = [_row(name, self.processes[name]) for name in sorted(self.processes, key=_process_order)]
-        total = self.total()
-        if total is not None and len(self.processes) > 1:
-            senders = [f for f in self.processes.values() if f.target_rate is not None]
-            row = _row(TOTAL, total)
-            # each process's rate over its own window, added: the workers' windows do not start together
-            row["Sent Requests/s"] = round(sum(f.sent_rate() or 0.0 for f in senders), 1)
-            row["Scheduled Requests/s"] = round(sum(f.scheduled_rate() or 0.0 for f in senders), 1)
-            row["Peak CPU %"] = None
-            table.append(row)
-        return table
-
-    def sent_ratio(self) -> float | None:
-        """The run's share of its scheduled requests that were sent; None in a closed loop."""
-        total = self.total()
-        return None if total is None else total.ratio()
-
-    def summary_warnings(self) -> list[str]:
-        return [
-            behind_warning(name, figures, during=False)
-            for name, figures in sorted(self.processes.items(), key=lambda item: _process_order(item[0]))
-            if figures.behind
-        ]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "late_ms": LATE_MS,
-            "behind_ratio": BEHIND_RATIO,
-            "cpu_busy_percent": CPU_BUSY_PERCENT,
-            "sent_ratio": self.sent_ratio(),
-            "rows": self.rows(),
-            "warnings": self.summary_warnings()
-            + [cpu_warning(name, f) for name, f in sorted(self.processes.items()) if f.cpu_busy],
-        }
-
-
-def _process_order(name: str) -> tuple[int, int, str]:
-    kind, _, number = name.partition(" ")
-    return (
-        ("master", "local", "worker").index(kind) if kind in ("master", "local", "worker") else 3,
-        int(number) if number.isdigit() else 0,
-        name,
-    )
-
-
-def board_of(environment: Environment) -> Board:
-    """The run's client-load board (made on first use, one per environment)."""
-    state = state_of(environment)
-    if state.client_load is None:
-        state.client_load = Board()
-    return state.client_load
+_WATCHER: Slot[Watcher] = Slot("pacing_watcher")
+"""This process watching its own schedule's tally and CPU: made by watcher_of, on the schedule."""
 
 
 def watcher_of(environment: Environment, sends: bool = True) -> Watcher:
     """The run's watcher of this process (made on first use, on this environment's schedule)."""
-    state = state_of(environment)
-    if state.pacing is None:
-        state.pacing = Watcher(open_loop_of(environment), sends=sends)
-    return state.pacing
-
-
-def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]:
-    cells = [list(header)] + [
-        ["" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], int | float) else str(r[c]) for c in header]
-        for r in table
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in cells
-    ]
-
-
-def console_lines(board: Board) -> list[str]:
-    table = board.rows()
-    if not table:
-        return []
-    open_loop = any(row["Target Requests/s"] is not None for row in table)
-    header = HEADER if open_loop else ("Process", "Peak CPU %")
-    return [
-        f"Client load (open loop: requests/s scheduled and sent; late: sent over {LATE_MS:g} ms after "
-        "the scheduled time; lateness in ms; CPU in % of one core)"
-        if open_loop
-        else "Client load (CPU in % of one core)",
-        *aligned(header, table),
-    ]
+    if (watcher := _WATCHER.peek(environment)) is None:
+        watcher = _WATCHER.put(environment, Watcher(open_loop_of(environment), sends=sends))
+    return watcher

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import csv
 import html
-import io
 import logging
 import time
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
@@ -29,13 +27,12 @@ from poolbench_locust.locust_pages import (
     csv_download,
 )
 from poolbench_locust.metrics import checks, goodput
-from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.collector import PoolingStats, stats_of
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.shipping import Inbox, Outbox
-from poolbench_locust.metrics.table import HEADER, rows
+from poolbench_locust.metrics.table import HEADER, csv_text, rows
 from poolbench_locust.options import OptionError
-from poolbench_locust.run_state import state_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -45,23 +42,6 @@ STOP_MESSAGE = "poolbench_stop"
 FINAL_MESSAGE = "poolbench_final_report"
 FINAL_REPORT_GRACE_S = 10.0
 TAB_KEY = "pooling"
-
-
-def stats_of(environment: Environment) -> PoolingStats:
-    """The environment's pooling stats (created on first use, one per environment)."""
-    state = state_of(environment)
-    if state.stats is None:
-        state.stats = PoolingStats()
-    return state.stats
-
-
-def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(header)
-    for row in table:
-        writer.writerow(["" if row[c] is None else row[c] for c in header])
-    return out.getvalue()
 
 
 def html_table(stats: PoolingStats) -> str:

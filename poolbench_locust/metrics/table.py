@@ -3,7 +3,9 @@ the web UI tab, the JSON and CSV routes, PREFIX_pooling.csv, the console and the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import csv
+import io
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
@@ -77,3 +79,13 @@ def rows(stats: PoolingStats) -> list[dict[str, Any]]:
     """One row per request name, then the Aggregated row; a timing with no sample is None (shown empty)."""
     entries = [*stats.sorted_entries(), stats.total]
     return [{title: value(stats, entry) for title, value in COLUMNS} for entry in entries]
+
+
+def csv_text(table: Iterable[dict[str, Any]], header: Sequence[str] = HEADER) -> str:
+    """A table's rows as CSV text, as Locust writes its own (None is an empty cell)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    for row in table:
+        writer.writerow(["" if row[c] is None else row[c] for c in header])
+    return out.getvalue()

@@ -13,8 +13,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.collector import Entry, PoolingStats
-from poolbench_locust.metrics.pooling_reports import stats_of
+from poolbench_locust.metrics.collector import Entry, PoolingStats, stats_of
 
 logger = logging.getLogger("poolbench_locust")
 

@@ -28,12 +28,14 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
+from poolbench_locust.metrics.client_board import board_if_any
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.results.series import TOTAL, Block, Key
-from poolbench_locust.run_state import state_of
-from poolbench_locust.workload.sweep import COLUMNS as SWEEP_COLUMNS
+from poolbench_locust.servermetrics.scraping import scraping_of
+from poolbench_locust.sweep.steps import COLUMNS as SWEEP_COLUMNS
+from poolbench_locust.sweep.sweep_shape import SweepShape
 
 FORMAT = "poolbench-locust-result"
 FORMAT_VERSION = 1
@@ -211,7 +213,6 @@ def _user_classes(environment: Environment) -> list[dict[str, Any]]:
 
 
 def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
-    from poolbench_locust.workload.sweep import SweepShape
 
     shape = environment.shape_class
     if not isinstance(shape, SweepShape):
@@ -233,15 +234,15 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
 
 def _server_metrics(environment: Environment) -> Any:
     """The server's own figures (servermetrics/), where they were scraped."""
-    state = state_of(environment).server_metrics
+    state = scraping_of(environment)
     if state is None or not state.server_rows():
         return None
     return json_safe(state.as_dict(environment))
 
 
 def _client_load(environment: Environment) -> Any:
-    """Whether the client kept up (metrics/pacing.py): each process's rate sent and CPU, and the warnings."""
-    board = state_of(environment).client_load
+    """Whether the client kept up (metrics/client_board.py): each process's rate sent and CPU, and the warnings."""
+    board = board_if_any(environment)
     return None if board is None or not board.processes else json_safe(board.as_dict())
 
 

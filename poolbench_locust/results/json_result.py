@@ -13,7 +13,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.pooling_reports import stats_of
+from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError
 from poolbench_locust.results import document
 from poolbench_locust.results.series import sample_while_running, series_of

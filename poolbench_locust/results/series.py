@@ -25,7 +25,7 @@ from locust.stats import StatsEntry
 
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 from poolbench_locust.metrics.histogram import locust_counts
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 
 MAX_BLOCKS = 600
 """Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
@@ -163,11 +163,11 @@ class Series:
         return self.blocks
 
 
+_SERIES = Slot("series", Series)
+
+
 def series_of(environment: Environment) -> Series:
-    state = state_of(environment)
-    if state.series is None:
-        state.series = Series()
-    return state.series
+    return _SERIES.of(environment)
 
 
 def sample_while_running(environment: Environment, stats: PoolingStats) -> None:

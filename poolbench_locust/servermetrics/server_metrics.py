@@ -10,8 +10,7 @@ from __future__ import annotations
 import csv
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import gevent
 from flask import Response
@@ -22,12 +21,12 @@ from locust.runners import WorkerRunner
 from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.metrics.pooling_reports import csv_text, stats_of
+from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, parsed, without_credentials
-from poolbench_locust.run_state import state_of
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
+from poolbench_locust.servermetrics.scraping import Scraping, scraping_of, start_scraping
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -40,7 +39,7 @@ def _routes(environment: Environment) -> frozenset[str]:
     for user_class in environment.user_classes:
         if issubclass(user_class, EndpointUser):
             try:
-                routes.add(plan_for(user_class, environment.parsed_options, run=state_of(environment)).route)
+                routes.add(plan_for(user_class, environment.parsed_options, environment=environment).route)
             except (OptionError, AttributeError):
                 continue  # the start checks stop such a run with their own line
     return frozenset(routes)
@@ -53,47 +52,7 @@ def _urls(environment: Environment, mode: str) -> list[str]:
     return [host.rstrip("/") + "/metrics"] if host else []
 
 
-@dataclass
-class State:
-    scraper: Scraper | None = None
-    views: list[ServerView] = field(default_factory=list)
-    history: TextIO | None = None
-
-    def server_rows(self) -> list[dict[str, Any]]:
-        return report.server_rows(v for v in self.views if v.scrapes or v.failures)
-
-    def html(self, environment: Environment) -> str:
-        charts = "".join(report.gauge_chart(v) for v in self.views if v.scrapes)
-        return report.html_section(self.server_rows(), self.checks(environment), charts)
-
-    def checks(self, environment: Environment) -> list[dict[str, Any]]:
-        return report.reconciliation(self.views, client_side(environment, self))
-
-    def as_dict(self, environment: Environment) -> dict[str, Any]:
-        """What the JSON result holds (results/document.py): both tables, as the CSV files have them."""
-        return {"servers": self.server_rows(), "reconciliation": self.checks(environment)}
-
-
-def client_side(environment: Environment, state: State) -> report.Client:
-    pooling = stats_of(environment)
-    total = pooling.total
-    runner = environment.runner
-    e2e_mean = None
-    if runner is not None:
-        entries = [runner.stats.entries.get((name, "POST")) for name in pooling.entries]
-        done = sum(e.num_requests for e in entries if e is not None)
-        if done:
-            e2e_mean = sum(e.total_response_time for e in entries if e is not None) / done
-    return report.Client(
-        successes=total.requests - total.failures,
-        sequences=total.sequences,
-        input_tokens=total.input_tokens,
-        e2e_mean_ms=e2e_mean,
-        in_flight=state.scraper.peak_users if state.scraper is not None else 0,
-    )
-
-
-def _start(environment: Environment, state: State) -> None:
+def _start(environment: Environment, state: Scraping) -> None:
     if state.scraper is not None:
         state.scraper.finish()  # a web UI run started again before the last one's stop
     state.scraper = None
@@ -121,7 +80,7 @@ def _start(environment: Environment, state: State) -> None:
     state.scraper.start()
 
 
-def _write_history(state: State, view: ServerView) -> None:
+def _write_history(state: Scraping, view: ServerView) -> None:
     if state.history is None:
         return
     row = report.server_rows([view])[0]
@@ -137,8 +96,8 @@ def _write_history(state: State, view: ServerView) -> None:
     state.history.flush()
 
 
-def _state(environment: Environment) -> State | None:
-    return state_of(environment).server_metrics
+def _state(environment: Environment) -> Scraping | None:
+    return scraping_of(environment)
 
 
 def report_section(environment: Environment, sections: list[locust_pages.Section], final: bool, **_: Any) -> None:
@@ -180,7 +139,7 @@ def web_ui_tabs(environment: Environment, tabs: list[locust_pages.Tab], **_: Any
     )
 
 
-def _install_web_ui(environment: Environment, state: State) -> None:
+def _install_web_ui(environment: Environment, state: Scraping) -> None:
     def server_metrics_csv() -> Response:
         return locust_pages.csv_download(csv_text(state.server_rows(), report.HEADER), "server_metrics")
 
@@ -190,7 +149,7 @@ def _install_web_ui(environment: Environment, state: State) -> None:
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # the master scrapes, once for the whole run
-    state = state_of(environment).server_metrics = State()
+    state = start_scraping(environment)
     if web_ui is not None:
         _install_web_ui(environment, state)
     prefix = getattr(environment.parsed_options, "csv_prefix", None)

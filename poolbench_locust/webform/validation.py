@@ -17,9 +17,8 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.host_probe import host_error
+from poolbench_locust.host_probe import host_error, probed
 from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
-from poolbench_locust.run_state import state_of
 from poolbench_locust.start_checks import configuration_error
 from poolbench_locust.webform import secrets
 
@@ -51,7 +50,7 @@ def form_error(environment: Environment, form: Any) -> str | None:
         return str(e)
     if (error := configuration_error(environment, options)) is not None:
         return error
-    if host and host != state_of(environment).checked_host:
+    if host and host != probed(environment).host:
         return host_error(host)
     return None
 

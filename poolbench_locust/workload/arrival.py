@@ -29,7 +29,7 @@ from gevent.queue import Queue
 from locust.event import Events
 
 from poolbench_locust.options import Settings
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 
 RATE_MESSAGE = "poolbench_rate"
 
@@ -168,12 +168,13 @@ class OpenLoop:
             self._freed.set()
 
 
+_OPEN_LOOP = Slot("open_loop", OpenLoop)
+"""This process's open-loop schedule (--request-rate), shared by its users."""
+
+
 def open_loop_of(environment: Any) -> OpenLoop:
     """The run's open-loop schedule (one per environment)."""
-    state = state_of(environment)
-    if state.open_loop is None:
-        state.open_loop = OpenLoop()
-    return state.open_loop
+    return _OPEN_LOOP.of(environment)
 
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:

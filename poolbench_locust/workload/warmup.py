@@ -24,7 +24,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.options import non_negative
-from poolbench_locust.run_state import state_of
+from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -76,12 +76,12 @@ class Warmup:
             entry.start_time = max(entry.start_time, self.counted_from)
 
 
+_WARMUP = Slot("warmup", Warmup)
+
+
 def warmup_of(environment: Environment) -> Warmup:
     """The run's warm-up (one per environment)."""
-    state = state_of(environment)
-    if state.warmup is None:
-        state.warmup = Warmup()
-    return state.warmup
+    return _WARMUP.of(environment)
 
 
 def _seconds(environment: Environment) -> float:

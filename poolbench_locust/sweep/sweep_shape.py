@@ -1,13 +1,8 @@
 """A sweep: the same test at rising request rates (open loop) or user counts (closed loop), a fixed
-time per step, with one row per step (PREFIX_sweep.csv) to find the knee of the server's curve.
-
-A step's E2E percentiles come from the pooling stats' precise histogram (0.05 %), as the Pooling
-table's do: Locust's own response times keep two significant digits, so a server answering in
-263.5 ms showed 260 or 270 and two steps a knee apart could show the same figure."""
+time per step, with one row per step (sweep/steps.py) to find the knee of the server's curve."""
 
 from __future__ import annotations
 
-import csv
 import logging
 import sys
 from typing import Any
@@ -17,26 +12,11 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
-from poolbench_locust.metrics.histogram import Histogram, difference
-from poolbench_locust.metrics.table import PERCENTILES, shown_ms
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.sweep.steps import StepTable
 from poolbench_locust.workload.arrival import RATE_MESSAGE
 
 logger = logging.getLogger("poolbench_locust")
-
-COLUMNS = [
-    "Step",
-    "Target",
-    "Seconds",
-    "Request Count",
-    "Failure Count",
-    "Requests/s",
-    "Input Tokens/s",
-    "E2E 50%",
-    "E2E 90%",
-    "E2E 95%",
-    "E2E 99%",
-]
 
 
 class SweepShape(LoadTestShape):
@@ -52,8 +32,7 @@ class SweepShape(LoadTestShape):
         if self.by_rate and not self.users:
             raise OptionError("--sweep-rates", "needs --users: the most requests in flight at once")
         self.step = -1
-        self.rows: list[list[Any]] = []
-        self._mark: dict[str, Any] | None = None
+        self.table = StepTable(environment, self.targets)
         self._ended_at: float | None = None
         self._finished = False
 
@@ -79,41 +58,12 @@ class SweepShape(LoadTestShape):
         users = self.users if self.by_rate else int(self.targets[self.step])
         return users, float(users)
 
-    def _snapshot(self) -> dict[str, Any]:
-        from poolbench_locust.metrics.pooling_reports import stats_of
-
-        total = self.environment.runner.stats.total  # type: ignore[union-attr]
-        pooling = stats_of(self.environment).total
-        return {
-            "requests": total.num_requests,
-            "failures": total.num_failures,
-            "e2e": pooling.timings["e2e"].dump(),
-            "tokens": pooling.input_tokens,
-            "at": self._ended_at or self.get_run_time(),
-        }
+    @property
+    def rows(self) -> list[list[Any]]:
+        return self.table.rows
 
     def _close_step(self) -> None:
-        """Write the row of the step that just ended (figures since the previous mark)."""
-        now = self._snapshot()
-        if self._mark is not None and self.step >= 0:
-            before = self._mark
-            seconds = max(now["at"] - before["at"], 1e-9)
-            count = now["requests"] - before["requests"]
-            e2e = Histogram()
-            e2e.merge(difference(now["e2e"], before["e2e"]))
-            self.rows.append(
-                [
-                    self.step + 1,
-                    self.targets[self.step],
-                    round(seconds, 1),
-                    count,
-                    now["failures"] - before["failures"],
-                    round(count / seconds, 2),
-                    round((now["tokens"] - before["tokens"]) / seconds, 1),
-                    *(shown_ms(e2e.percentile(p)) if e2e.n else "" for p in PERCENTILES),
-                ]
-            )
-        self._mark = now
+        self.table.close(self.step, self._ended_at or self.get_run_time())
 
     def finish(self) -> None:
         """Close the last step when the run ends, once, whoever asks first (this module's quitting
@@ -121,12 +71,6 @@ class SweepShape(LoadTestShape):
         if self.step >= 0 and not self._finished:
             self._finished = True
             self._close_step()
-
-    def write(self, path: str) -> None:
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(COLUMNS)
-            writer.writerows(self.rows)
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
@@ -147,15 +91,14 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     def restart_the_step(**_: Any) -> None:
         # Reset stats (the end of --warmup, or the web UI's button): the step's figures start again
         # from zero now, so its seconds do too; a mark from before would make them negative.
-        if shape._mark is not None:
-            shape._mark = {"requests": 0, "failures": 0, "e2e": None, "tokens": 0, "at": shape.get_run_time()}
+        shape.table.restart(shape.get_run_time())
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
         shape.finish()
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
-            shape.write(f"{prefix}_sweep.csv")
+            shape.table.write(f"{prefix}_sweep.csv")
 
 
 def setup(events: Events) -> None:
