@@ -156,7 +156,8 @@ def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
             for _ in range(7):
                 request(worker if runner_kind == "master" else stats, 120, 30)
             if runner_kind == "master":
-                env.events.worker_report.fire(client_id="w1", data={pooling_reports.REPORT_KEY: worker.take_report()})
+                report = {pooling_reports.STATS_REPORT_KEY: worker.take_report()}
+                env.events.worker_report.fire(client_id="w1", data=report)
             history.add({**take_sample(env, stats), "time": 1_000_000.0 + tick})  # a second apart
         client = env.web_ui.app.test_client()
         served = client.get("/pooling/history").get_json()

@@ -19,7 +19,7 @@ import requests
 
 from poolbench_locust.metrics.client_board import Board, _row
 from poolbench_locust.metrics.histogram import Histogram
-from poolbench_locust.metrics.pacing import Figures, Refused, Watcher, parse
+from poolbench_locust.metrics.pacing import PaceFigures, Refused, Watcher, parse
 from poolbench_locust.workload.arrival import OpenLoop
 from tests.support.webui import WebUI
 from tests.test_cli import csv_rows, locust
@@ -201,7 +201,7 @@ def _genuine() -> dict[str, Any]:
     lateness = Histogram()
     for ms in (0.2, 3.0, 40.0, 900.0):
         lateness.add(ms)
-    figures = Figures(target_rate=100.0, scheduled=10, sent=4, late=2, seconds=3.0, lateness=lateness)
+    figures = PaceFigures(target_rate=100.0, scheduled=10, sent=4, late=2, seconds=3.0, lateness=lateness)
     figures.cpu_peak, figures.behind, figures.cause = 55.0, True, "slots"
     figures.behind_sent_rate, figures.behind_scheduled_rate = 1.3, 3.3
     return figures.dump()

@@ -173,7 +173,7 @@ def test_buckets_count_exactly_what_lies_below_each_bound(values_ms: list[float]
     histogram = Histogram()
     for v in values_ms:
         histogram.add(v)
-    buckets = series.Buckets()
+    buckets = series.PrometheusBuckets()
     buckets.add(histogram, *series.SortedKeys().of(histogram))
     cumulative = dict(buckets.cumulative())
     for bound in series.BUCKETS_S:

@@ -10,7 +10,7 @@ from locust.env import Environment
 from poolbench_locust import htmltables
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts, records_of, time_charts
 from poolbench_locust.metrics.history import history_of
-from poolbench_locust.sweep.steps import COLUMNS as SWEEP_COLUMNS
+from poolbench_locust.sweep.steps import STEP_COLUMNS
 from poolbench_locust.sweep.sweep_shape import SweepShape
 
 SECTION_ID = "poolbench-charts"
@@ -24,7 +24,7 @@ def sweep_steps(environment: Environment, ended: bool = False) -> list[dict[str,
         return []
     if ended:
         shape.finish()
-    return [dict(zip(SWEEP_COLUMNS, row, strict=True)) for row in shape.rows]
+    return [dict(zip(STEP_COLUMNS, row, strict=True)) for row in shape.rows]
 
 
 def grid(charts: list[str]) -> str:

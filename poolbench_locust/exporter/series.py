@@ -93,7 +93,7 @@ class SortedKeys:
 
 
 @dataclass
-class Buckets:
+class PrometheusBuckets:
     """One or more pooling histograms in Prometheus' cumulative buckets, their sum and count."""
 
     cumulative_counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
@@ -119,7 +119,7 @@ class Buckets:
 
 
 @dataclass
-class Figures:
+class LabelFigures:
     """The counters of one label value: one entry, or several folded together."""
 
     requests: int = 0
@@ -127,7 +127,7 @@ class Figures:
     tokens: dict[str, int] = field(default_factory=dict)
     sequences: int = 0
     bytes: int = 0
-    timings: dict[str, Buckets] = field(default_factory=dict)
+    timings: dict[str, PrometheusBuckets] = field(default_factory=dict)
 
     def add(self, entry: Entry, sorted_keys: SortedKeys) -> None:
         self.requests += entry.requests
@@ -141,18 +141,18 @@ class Figures:
         for key, _, _ in TIMINGS:
             histogram = entry.timings[key]
             if histogram.n:
-                self.timings.setdefault(key, Buckets()).add(histogram, *sorted_keys.of(histogram))
+                self.timings.setdefault(key, PrometheusBuckets()).add(histogram, *sorted_keys.of(histogram))
 
 
-def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], Any]) -> dict[str, Figures]:
+def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], Any]) -> dict[str, LabelFigures]:
     """A run's entries by label value: the first MAX_NAMES names (in the order they appeared, which
     a run never changes) each under their own, the rest under OTHER; names that read alike once
     cleaned add up, so no two series ever share their labels. `pause()` after each entry lets the
     users run between them."""
-    out: dict[str, Figures] = {}
+    out: dict[str, LabelFigures] = {}
     for i, entry in enumerate(entries):
         name = label(entry.name) if i < MAX_NAMES else OTHER
-        out.setdefault(name, Figures()).add(entry, sorted_keys)
+        out.setdefault(name, LabelFigures()).add(entry, sorted_keys)
         pause()
     return out
 
@@ -195,7 +195,7 @@ class PoolingCollector(Collector):
         yield from self._counters(figures, run)
         yield from self._gauge_families(start_time, run)
 
-    def _counters(self, figures: dict[str, Figures], run: str) -> Iterable[Metric]:
+    def _counters(self, figures: dict[str, LabelFigures], run: str) -> Iterable[Metric]:
         common = ["name", "method", "run"]
         requests = CounterMetricFamily(
             "poolbench_requests", "Requests whose answer was read, by result.", labels=[*common, "result"]

@@ -15,7 +15,7 @@ from poolbench_locust.metrics.pacing import (
     CAUSES,
     CPU_BUSY_PERCENT,
     LATE_MS,
-    Figures,
+    PaceFigures,
     behind_warning,
     cpu_warning,
 )
@@ -46,7 +46,7 @@ HEADER = (
 TOTAL = "Total"
 
 
-def _row(process: str, figures: Figures) -> dict[str, Any]:
+def _row(process: str, figures: PaceFigures) -> dict[str, Any]:
     open_loop = figures.target_rate is not None
     lateness = figures.lateness
 
@@ -74,7 +74,7 @@ class Board:
     """The master's (or the only process's) view: each process's latest figures, and the warnings said."""
 
     def __init__(self) -> None:
-        self.processes: dict[str, Figures] = {}
+        self.processes: dict[str, PaceFigures] = {}
         self._said: set[tuple[str, str]] = set()
         self._refused: set[str] = set()
 
@@ -82,7 +82,7 @@ class Board:
         self.processes.clear()
         self._said.clear()
 
-    def update(self, process: str, figures: Figures) -> None:
+    def update(self, process: str, figures: PaceFigures) -> None:
         self.processes[process] = figures
         for kind, flagged in (("behind", figures.behind), ("cpu", figures.cpu_busy)):
             if flagged and (process, kind) not in self._said:
@@ -95,12 +95,12 @@ class Board:
             self._refused.add(process)
             logger.warning("Pacing figures from %s refused (%s): its rate and CPU are left out", process, why[:200])
 
-    def total(self) -> Figures | None:
+    def total(self) -> PaceFigures | None:
         """The open loop over all processes: targets, counts and rates add up; None in a closed loop."""
         senders = [f for f in self.processes.values() if f.target_rate is not None]
         if not senders:
             return None
-        total = Figures(target_rate=sum(f.target_rate or 0.0 for f in senders))
+        total = PaceFigures(target_rate=sum(f.target_rate or 0.0 for f in senders))
         for figures in senders:
             total.scheduled += figures.scheduled
             total.sent += figures.sent

@@ -29,9 +29,9 @@ from poolbench_locust.locust_pages import (
 from poolbench_locust.metrics.client_board import HEADER, Board, board_of, console_lines
 from poolbench_locust.metrics.pacing import (
     FINAL_MESSAGE,
-    REPORT_KEY,
+    PACE_REPORT_KEY,
     TICK_S,
-    Figures,
+    PaceFigures,
     Refused,
     Watcher,
     parse,
@@ -75,7 +75,7 @@ def _process_name(environment: Environment) -> str:
     return "local"
 
 
-def _watch(environment: Environment, watcher: Watcher, publish: Callable[[Figures], None]) -> None:
+def _watch(environment: Environment, watcher: Watcher, publish: Callable[[PaceFigures], None]) -> None:
     while True:
         gevent.sleep(TICK_S)
         runner = environment.runner
@@ -102,7 +102,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
         @events_.report_to_master.add_listener
         def report(data: dict[str, Any], **_: Any) -> None:
-            data[REPORT_KEY] = watcher.current(environment).dump()
+            data[PACE_REPORT_KEY] = watcher.current(environment).dump()
 
         @events_.test_stop.add_listener
         def final(**_: Any) -> None:
@@ -129,8 +129,8 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
         @events_.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            if REPORT_KEY in data:
-                take(client_id, data[REPORT_KEY])
+            if PACE_REPORT_KEY in data:
+                take(client_id, data[PACE_REPORT_KEY])
 
         runner.register_message(FINAL_MESSAGE, lambda msg, **_: take(msg.node_id, msg.data))
 

@@ -46,7 +46,7 @@ CPU_BUSY_PERCENT = 90.0
 LATE_MS = 5.0
 """A request that left more than this after its scheduled time was sent late. gevent's timers and a
 loaded machine's scheduler account for a few ms: below this, lateness says nothing about the client."""
-REPORT_KEY = "poolbench_pace"
+PACE_REPORT_KEY = "poolbench_pace"
 FINAL_MESSAGE = "poolbench_pace_final"
 CAUSES = {
     "slots": "no free slot: every user was busy with a request when its arrival fell due "
@@ -63,7 +63,7 @@ MAX_CPU = 100_000.0
 
 
 @dataclass
-class Figures:
+class PaceFigures:
     """One process's figures since its measured window began (what a worker ships, cumulative)."""
 
     target_rate: float | None = None
@@ -165,14 +165,14 @@ def _histogram(data: Any) -> Histogram:
     return histogram
 
 
-def parse(data: Any) -> Figures:
+def parse(data: Any) -> PaceFigures:
     """A worker's figures, every value checked for type and range (Refused names the first wrong one)."""
     if not isinstance(data, dict):
         raise Refused("not a mapping")
     cause = data.get("cause")
     if cause is not None and cause not in CAUSES:
         raise Refused("cause is not one of " + ", ".join(CAUSES))
-    figures = Figures(
+    figures = PaceFigures(
         target_rate=_float(data, "target_rate", MAX_RATE),
         scheduled=_int(data, "scheduled"),
         sent=_int(data, "sent"),
@@ -202,7 +202,7 @@ class Watcher:
         process = psutil.Process()
         self._cpu_percent = cpu_percent or (lambda: process.cpu_percent(None))
         """This process's CPU since the last call, in % of one core."""
-        self.figures = Figures()
+        self.figures = PaceFigures()
         self._window: deque[tuple[float, int, int]] = deque()
         self._behind_ticks = 0
         self._busy_ticks = 0
@@ -219,7 +219,7 @@ class Watcher:
 
     def reset(self) -> None:
         """A new measured window: the run's start, or the end of its warm-up."""
-        self.figures = Figures()
+        self.figures = PaceFigures()
         self.open_loop.tally.clear()
         self._window.clear()
         self._behind_ticks = self._busy_ticks = 0
@@ -234,7 +234,7 @@ class Watcher:
         self._stopped = time.monotonic()
         self._counting_cpu = False
 
-    def current(self, environment: Environment) -> Figures:
+    def current(self, environment: Environment) -> PaceFigures:
         """The figures as of now (or as of the stop)."""
         figures = self.figures
         figures.seconds = (self._stopped or time.monotonic()) - self._started
@@ -289,7 +289,7 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def behind_warning(process: str, figures: Figures, during: bool) -> str:
+def behind_warning(process: str, figures: PaceFigures, during: bool) -> str:
     """The warning's one line: the target, the rate sent, the likely cause."""
     if during:
         sent, scheduled = figures.behind_sent_rate, figures.behind_scheduled_rate
@@ -308,7 +308,7 @@ def behind_warning(process: str, figures: Figures, during: bool) -> str:
     )
 
 
-def cpu_warning(process: str, figures: Figures) -> str:
+def cpu_warning(process: str, figures: PaceFigures) -> str:
     return (
         f"The client's CPU stayed above {CPU_BUSY_PERCENT:g} % on {process} (peak {figures.cpu_peak or 0:.0f} %): "
         f"{LATENCY_NOTE}. Add --processes or workers."

@@ -37,7 +37,7 @@ from poolbench_locust.options import OptionError
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
 
-REPORT_KEY = "poolbench"
+STATS_REPORT_KEY = "poolbench"
 STOP_MESSAGE = "poolbench_stop"
 FINAL_MESSAGE = "poolbench_final_report"
 FINAL_REPORT_GRACE_S = 10.0
@@ -156,7 +156,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
         @environment.events.report_to_master.add_listener
         def report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data[REPORT_KEY] = outbox.report(stats)
+            data[STATS_REPORT_KEY] = outbox.report(stats)
 
         _send_final_report_on_request(runner, stats, outbox)
         return
@@ -165,8 +165,8 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            if REPORT_KEY in data:
-                inbox.merge(client_id, data[REPORT_KEY])
+            if STATS_REPORT_KEY in data:
+                inbox.merge(client_id, data[STATS_REPORT_KEY])
 
         _final_reports_on_stop(environment, runner, inbox)
 

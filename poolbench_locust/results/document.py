@@ -34,7 +34,7 @@ from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.results.series import TOTAL, Block, Key
 from poolbench_locust.servermetrics.scraping import scraping_of
-from poolbench_locust.sweep.steps import COLUMNS as SWEEP_COLUMNS
+from poolbench_locust.sweep.steps import STEP_COLUMNS
 from poolbench_locust.sweep.sweep_shape import SweepShape
 
 FORMAT = "poolbench-locust-result"
@@ -220,7 +220,7 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
     steps = []
     at = started
     for row in shape.rows:
-        step = {title: (None if value == "" else value) for title, value in zip(SWEEP_COLUMNS, row, strict=True)}
+        step = {title: (None if value == "" else value) for title, value in zip(STEP_COLUMNS, row, strict=True)}
         step["start_time"], at = at, at + float(step["Seconds"] or 0)
         step["end_time"] = at
         steps.append(step)

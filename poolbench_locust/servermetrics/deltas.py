@@ -24,7 +24,7 @@ MAX_BOUNDS = 4_096
 
 
 @dataclass
-class Buckets:
+class BoundCounts:
     """Observations per upper bound (not cumulative), so series with other bounds still add up."""
 
     per_bound: dict[float, float] = field(default_factory=dict)
@@ -129,7 +129,7 @@ class ServerView:
     def rebase(self) -> None:
         """Count from here on (a new run, or Locust's stats reset): keep the last reading as the base."""
         self.counters: dict[str, float] = {role: 0.0 for role in COUNTERS}
-        self.hists: dict[str, Buckets] = {role: Buckets() for role in HISTOGRAMS}
+        self.hists: dict[str, BoundCounts] = {role: BoundCounts() for role in HISTOGRAMS}
         self.gauges: dict[str, Gauge] = {role: Gauge() for role in GAUGES}
         self.history: deque[tuple[float, dict[str, float | None]]] = deque(maxlen=HISTORY_KEPT)
         self.marks: deque[Mark] = deque()

@@ -17,7 +17,7 @@ from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.table import PERCENTILES, shown_ms
 
-COLUMNS = [
+STEP_COLUMNS = [
     "Step",
     "Target",
     "Seconds",
@@ -84,5 +84,5 @@ class StepTable:
     def write(self, path: str) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(COLUMNS)
+            writer.writerow(STEP_COLUMNS)
             writer.writerows(self.rows)
