@@ -21,8 +21,8 @@ from locust.event import EventHook, Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.options import OptionError
-from poolbench_locust.start_checks import stop_at_start
 from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
@@ -105,7 +105,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     if isinstance(runner, WorkerRunner) or waits_for_the_form:
         return
     if _enabled(environment) and (error := preflight_error(environment)) is not None:
-        stop_at_start(environment, runner, error)
+        exit_early(environment, error)
 
 
 def on_test_start(environment: Environment, **_: Any) -> None:

@@ -4,26 +4,22 @@ Locust starts and again when the web UI's form starts a run."""
 from __future__ import annotations
 
 import logging
-import sys
-import time
 from typing import Any
 
 import gevent
 from locust.env import Environment
 from locust.event import Events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WorkerRunner
 
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error, probed
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics import checks
 from poolbench_locust.options import OptionError
 
 logger = logging.getLogger("poolbench_locust")
-
-WORKERS_CONNECT_S = 3.0
-"""How long a --processes master that stops at start waits for its workers, to tell them to quit."""
 
 
 def configuration_error(environment: Environment, options: Any = None) -> str | None:
@@ -62,26 +58,6 @@ def start_error(environment: Environment, check_host: bool = True) -> str | None
     return error
 
 
-def quit_workers(environment: Environment, runner: MasterRunner) -> None:
-    # With --processes, Locust forked the workers before this check, and its exit clean-up takes a
-    # running child for an exited one (locust.main's kill_workers): they would wait a minute for
-    # a master that is gone. A master's quit message ends them now.
-    if getattr(environment.parsed_options, "processes", None):
-        expected = getattr(environment.parsed_options, "expect_workers", 1)
-        deadline = time.monotonic() + WORKERS_CONNECT_S
-        while len(runner.clients.ready) < expected and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-    runner.quit()
-
-
-def stop_at_start(environment: Environment, runner: Any, error: str) -> None:
-    """Log the one line and end the process (its --processes workers too) before any user runs."""
-    logger.error("%s", error)
-    if isinstance(runner, MasterRunner):
-        quit_workers(environment, runner)
-    sys.exit(1)
-
-
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # a worker takes its options and host from the master
@@ -89,7 +65,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     # up only by then (a pod started beside its server): its host is checked at test_start.
     waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
     if (error := start_error(environment, check_host=not waits_for_the_form)) is not None:
-        stop_at_start(environment, runner, error)
+        exit_early(environment, error)
 
 
 def on_test_start(environment: Environment, **_: Any) -> None:

@@ -22,9 +22,9 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, parsed
-from poolbench_locust.start_checks import stop_at_start
 from poolbench_locust.sweep.sweep_shape import SweepShape
 
 logger = logging.getLogger("poolbench_locust")
@@ -121,7 +121,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     try:
         port, host, linger = (parsed(options, flag) for flag in FLAGS)
     except OptionError as e:
-        stop_at_start(environment, runner, str(e))
+        exit_early(environment, str(e))
         return
     if port is None:
         return
@@ -131,7 +131,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         exporter.listen(host or "", port)
     except OSError as e:
         message = f"--prometheus-port {port}: cannot listen on {host or '*'}:{port}: {e.strerror or e}"
-        stop_at_start(environment, runner, message)
+        exit_early(environment, message)
         return
     # The process's endpoint outlives each run: only its listeners hold it (RunState.prometheus was never read).
     logger.info("Prometheus endpoint at http://%s:%d/metrics", host or "0.0.0.0", port)

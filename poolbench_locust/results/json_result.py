@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from typing import Any
 
@@ -13,6 +12,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError
 from poolbench_locust.results import document
@@ -41,8 +41,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if not path:
         return  # no blocks kept either: a run without a result pays nothing for it
     if (error := path_error(path)) is not None:
-        logger.error("%s", OptionError("--json-result", error))
-        sys.exit(1)
+        exit_early(environment, str(OptionError("--json-result", error)))
     stats = stats_of(environment)
     series = series_of(environment)
     environment.events.reset_stats.add_listener(series.clear)

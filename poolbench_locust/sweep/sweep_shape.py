@@ -4,7 +4,6 @@ time per step, with one row per step (sweep/steps.py) to find the knee of the se
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
 from locust import LoadTestShape
@@ -12,6 +11,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.sweep.steps import StepTable
 from poolbench_locust.workload.arrival import RATE_MESSAGE
@@ -82,8 +82,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     try:
         shape = SweepShape(environment, settings)
     except OptionError as e:
-        logger.error("%s", e)
-        sys.exit(1)
+        exit_early(environment, str(e))
     shape.runner = runner
     environment.shape_class = shape
 
