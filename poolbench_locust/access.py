@@ -23,6 +23,7 @@ import gevent.ssl
 
 from poolbench_locust.options import OptionError
 from poolbench_locust.store import Slot
+from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -93,7 +94,7 @@ def access_for(
             raise OptionError("--ca-bundle", f"{bundle} holds no usable CA certificates: {e}") from None
     verify = bool(getattr(options, "tls_verify", False)) or bundle is not None
     parts = urlsplit(host or "")
-    shown = f"{parts.scheme}://{parts.hostname}" if parts.hostname else "the host"
+    shown = shown_url(host or "") if parts.hostname else "the host"
     if not api_key and (from_env := os.environ.get(ENV_KEY)):
         if getattr(options, "api_key_from_env", False):
             api_key = from_env
@@ -119,11 +120,3 @@ def access_for(
             "use https://, or give --api-key-over-http",
         )
     return Access(api_key=api_key or None, host_password=parts.password, tls_verify=verify, ca_bundle=bundle)
-
-
-def without_credentials(url: str) -> str:
-    """The URL as it may be shown: user:password@ in --host is a secret like --api-key."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()

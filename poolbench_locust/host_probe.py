@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import gevent
 
-from poolbench_locust.access import without_credentials
 from poolbench_locust.store import Slot
+from poolbench_locust.urls import shown_url
 
 HOST_CHECK_TIMEOUT_S = 5.0
 """Bound of the name lookup and of the TCP connect that check --host at start."""
@@ -38,7 +38,7 @@ def host_error(host: str) -> str | None:
     becoming thousands of failed requests. A TCP connect is enough: it proves a name that
     resolves and a port that listens, without sending the server a request it would count.
     """
-    shown = without_credentials(host)
+    shown = shown_url(host)
     parts = urlsplit(host)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"--host {shown}: not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from poolbench_locust.options import OptionError
+from poolbench_locust.urls import shown_url
 
 
 def request_path(host: str | None, route: str) -> str:
@@ -27,8 +28,8 @@ def request_path(host: str | None, route: str) -> str:
         return route
     last, first = prefix.rsplit("/", 1)[-1], route.lstrip("/").split("/", 1)[0]
     if last and last == first:
-        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # no user:password in a message
-        fixed = parts._replace(netloc=parts.netloc.rpartition("@")[2], path=prefix[: -len(last) - 1]).geturl()
+        shown = shown_url(parts.geturl())
+        fixed = shown_url(parts._replace(path=prefix[: -len(last) - 1]).geturl())
         raise OptionError(
             "--host",
             f"{shown} ends with /{last} and the route {route} begins with it: requests would go to "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 import gevent
 from gevent.pywsgi import WSGIServer
@@ -26,6 +25,7 @@ from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, parsed
 from poolbench_locust.sweep.sweep_shape import SweepShape
+from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -97,21 +97,11 @@ class Exporter:
         env = self.environment
         options = env.parsed_options
         return {
-            "host": _shown_host(env.host or ""),
+            "host": shown_url(env.host or ""),
             "model": str(getattr(options, "model", "") or ""),
             "encoding": str(getattr(options, "encoding_format", "") or ""),
             "user_classes": ",".join(sorted(u.__name__ for u in env.user_classes)),
         }
-
-
-def _shown_host(url: str) -> str:
-    """scheme://host:port of the target: never a user:password@, a path or a query."""
-    parts = urlsplit(url)
-    try:
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
-    return f"{parts.scheme}://{parts.hostname}{port}" if parts.hostname else ""
 
 
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:

@@ -14,7 +14,6 @@ from poolbench_locust.options.parsers import (
     seconds,
     span,
     whole,
-    without_credentials,
 )
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, GROUPS, Option, flag
 from poolbench_locust.options.settings import Settings, parsed
@@ -41,5 +40,4 @@ __all__ = [
     "seconds",
     "span",
     "whole",
-    "without_credentials",
 ]

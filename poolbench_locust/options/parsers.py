@@ -9,6 +9,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from poolbench_locust.options.values import SLO_KEYS, Slo, Span
+from poolbench_locust.urls import shown_url
 
 
 class OptionError(ValueError):
@@ -170,14 +171,6 @@ def slo(text: str) -> Slo | None:
     return Slo(**bounds)
 
 
-def without_credentials(url: str) -> str:
-    """The URL as it may be shown: user:password@ in a URL is a secret like --api-key."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
-
-
 def metrics_targets(text: str) -> str:
     """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
     if text in ("auto", "off"):
@@ -186,6 +179,6 @@ def metrics_targets(text: str) -> str:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise argparse.ArgumentTypeError(
-                f"must be auto, off, or http(s):// URLs separated by commas, got {without_credentials(url)!r}"
+                f"must be auto, off, or http(s):// URLs separated by commas, got {shown_url(url)!r}"
             )
     return text

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 from locust.env import Environment
@@ -36,6 +35,7 @@ from poolbench_locust.results.series import TOTAL, Block, Key
 from poolbench_locust.servermetrics.scraping import scraping_of
 from poolbench_locust.sweep.steps import STEP_COLUMNS
 from poolbench_locust.sweep.sweep_shape import SweepShape
+from poolbench_locust.urls import shown_url
 
 FORMAT = "poolbench-locust-result"
 FORMAT_VERSION = 1
@@ -53,13 +53,6 @@ def _version(package: str) -> str | None:
         return version(package)
     except PackageNotFoundError:
         return None
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without user:password@, query or fragment: each may carry a secret."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=netloc, query="", fragment="").geturl()
 
 
 def _text(value: str) -> str:
@@ -107,7 +100,7 @@ def options_of(parsed: argparse.Namespace | None) -> tuple[dict[str, Any], list[
             left_out.append(dest)
             continue
         if isinstance(value, str) and "://" in value:
-            value = strip_credentials(value)
+            value = shown_url(value)
         kept[dest] = json_safe(value)
     return kept, left_out
 
@@ -301,7 +294,7 @@ def build(
             "start_timestamp": started,
             "end_timestamp": ended,
             "duration_s": duration,
-            "host": strip_credentials(environment.host) if environment.host else None,
+            "host": shown_url(environment.host) if environment.host else None,
             "runner": "master" if isinstance(runner, MasterRunner) else "local",
             "workers": (workers or runner.worker_count) if isinstance(runner, MasterRunner) else 1,
             "peak_user_count": peak_users,

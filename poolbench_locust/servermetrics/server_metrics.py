@@ -22,11 +22,12 @@ from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.metrics.table import csv_text
-from poolbench_locust.options import OptionError, parsed, without_credentials
+from poolbench_locust.options import OptionError, parsed
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
 from poolbench_locust.servermetrics.scraping import Scraping, scraping_of, start_scraping
+from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -67,7 +68,7 @@ def _start(environment: Environment, state: Scraping) -> None:
         return
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
-    state.views = [ServerView(url, without_credentials(url)) for url in urls]
+    state.views = [ServerView(url, shown_url(url)) for url in urls]
     runner = environment.runner
     state.scraper = Scraper(
         state.views,
