@@ -10,6 +10,7 @@ from typing import Any
 
 from locust.env import Environment
 
+from poolbench_locust import texttable
 from poolbench_locust.metrics.pacing import (
     BEHIND_RATIO,
     CAUSES,
@@ -175,13 +176,7 @@ def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]
         ["" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], int | float) else str(r[c]) for c in header]
         for r in table
     ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in cells
-    ]
+    return texttable.aligned(cells)
 
 
 def console_lines(board: Board) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from poolbench_locust import texttable
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.table import rows
 
@@ -50,11 +51,7 @@ def console_table(stats: PoolingStats) -> list[str]:
     table = rows(stats)
     shown = columns(table, goodput=stats.slo is not None)
     cells = [list(shown), *([cell(row[c]) for c in shown] for row in table)]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(shown))]
-    lines = [
-        "  ".join(text.rjust(w) if i else text.ljust(w) for i, (text, w) in enumerate(zip(r, widths, strict=True)))
-        for r in cells
-    ]
+    lines = texttable.aligned(cells)
     rule = "-" * len(lines[0])
     return [
         "Pooling statistics (tokens, sequences and bytes of successful requests; times in ms)",

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from poolbench_locust import texttable
 from poolbench_locust.metrics.collector import AGGREGATED
 from poolbench_locust.results.document import FORMAT, FORMAT_VERSION
 from poolbench_locust.results.noise import FIGURES, STEP_FIGURES, Change, Figure, change, chunks, relative_error, value
@@ -253,12 +254,8 @@ def text_tables(found: Sequence[Section], runs: Sequence[Run]) -> str:
                 c = changes[figure.title]
                 line += [fmt(c.new), signed(c.delta), percent(c.relative), mark(c)]
             table.append(line)
-        widths = [max(len(r[j]) for r in table) for j in range(len(header))]
         lines += ["", f"== {section.title}"]
-        lines += [
-            "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths, strict=True)))
-            for r in table
-        ]
+        lines += texttable.aligned(table)
     lines += [
         "",
         "* beyond run-to-run noise: the change exceeds 3 standard errors of the difference (bootstrap over",

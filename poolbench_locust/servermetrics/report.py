@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from poolbench_locust import htmltables
+from poolbench_locust import htmltables, texttable
 from poolbench_locust.charts.svg import Series, line_chart
 from poolbench_locust.servermetrics.deltas import ServerView
 
@@ -253,8 +253,7 @@ CONSOLE_COLUMNS = (
 
 def _aligned(header: Sequence[str], table: Sequence[dict[str, Value]]) -> list[str]:
     cells = [list(header)] + [["" if r[c] is None else str(r[c]) for c in header] for r in table]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return texttable.aligned(cells, right=False)
 
 
 def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
