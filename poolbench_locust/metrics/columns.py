@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from poolbench_locust.metrics.console import COLUMNS as SUMMARY_COLUMNS
+from poolbench_locust.metrics.console import SUMMARY_COLUMNS
 from poolbench_locust.metrics.table import HEADER
 
 DEFAULT_COLUMNS: tuple[str, ...] = tuple(c for c in SUMMARY_COLUMNS if c != "Input Tokens")

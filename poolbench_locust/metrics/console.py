@@ -10,7 +10,7 @@ from poolbench_locust import texttable
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.table import rows
 
-COLUMNS = (
+SUMMARY_COLUMNS = (
     "Name",
     "Request Count",
     "Failure Count",
@@ -40,7 +40,7 @@ def cell(value: Any) -> str:
 
 
 def columns(table: list[dict[str, Any]], goodput: bool = False) -> tuple[str, ...]:
-    shown = COLUMNS + (GOODPUT_COLUMNS if goodput else ())
+    shown = SUMMARY_COLUMNS + (GOODPUT_COLUMNS if goodput else ())
     if not any(row["Client Tokens"] is not None for row in table):
         return shown
     at = shown.index("Token Source") + 1

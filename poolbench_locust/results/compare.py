@@ -33,7 +33,7 @@ class ResultError(ValueError):
 
 
 @dataclass
-class Section:
+class ComparedSection:
     """What one table compares: a request name's figures, or a sweep step's, in each run."""
 
     title: str
@@ -100,7 +100,7 @@ def _is_block(block: Any) -> bool:
     )
 
 
-def sections(runs: Sequence[Run]) -> list[Section]:
+def sections(runs: Sequence[Run]) -> list[ComparedSection]:
     per_run = [_entries(r.doc) for r in runs]
     names = [n for n in per_run[0] if n != AGGREGATED]
     names += [n for entries in per_run[1:] for n in entries if n != AGGREGATED and n not in names]
@@ -110,12 +110,12 @@ def sections(runs: Sequence[Run]) -> list[Section]:
         rows = [
             None if e is None else {"pooling": e.get("pooling") or {}, "locust": e.get("locust") or {}} for e in entries
         ]
-        out.append(Section(name, FIGURES, rows, [blocks_of(e) for e in entries]))
+        out.append(ComparedSection(name, FIGURES, rows, [blocks_of(e) for e in entries]))
     out.extend(_step_sections(runs))
     return out
 
 
-def _step_sections(runs: Sequence[Run]) -> list[Section]:
+def _step_sections(runs: Sequence[Run]) -> list[ComparedSection]:
     sweeps = [r.doc.get("sweep") if isinstance(r.doc.get("sweep"), dict) else None for r in runs]
     if sweeps[0] is None or not isinstance(sweeps[0].get("steps"), list):
         return []
@@ -130,7 +130,7 @@ def _step_sections(runs: Sequence[Run]) -> list[Section]:
             blocks.append(_step_blocks(run, step))
         target = (rows[0] or {}).get("step", {}).get("Target")
         by = sweeps[0].get("by", "")
-        out.append(Section(f"sweep step {i + 1} ({by} {target})", STEP_FIGURES, rows, blocks))
+        out.append(ComparedSection(f"sweep step {i + 1} ({by} {target})", STEP_FIGURES, rows, blocks))
     return out
 
 
@@ -145,7 +145,7 @@ def figure_value(figure: Figure, row: dict[str, dict[str, Any]] | None) -> float
     return None if row is None else value(row.get(figure.source, {}).get(figure.column))
 
 
-def compare(runs: Sequence[Run]) -> list[Section]:
+def compare(runs: Sequence[Run]) -> list[ComparedSection]:
     out = sections(runs)
     for section in out:
         pieces = [chunks(blocks) for blocks in section.blocks]
@@ -185,7 +185,7 @@ class Regression:
         )
 
 
-def failed(found: Sequence[Section], limit: float) -> list[Regression]:
+def failed(found: Sequence[ComparedSection], limit: float) -> list[Regression]:
     """Each figure made worse by more than `limit` (a fraction): by a marked change, or, where a run was
     too short to estimate its noise, by the change alone (a gate never passes unseen). Once each: a
     request name whose figure is the total's own (a run of one name) is left to the Aggregated line."""
@@ -204,7 +204,7 @@ def failed(found: Sequence[Section], limit: float) -> list[Regression]:
     ]
 
 
-def regressions(found: Sequence[Section], runs: Sequence[Run], limit: float) -> list[str]:
+def regressions(found: Sequence[ComparedSection], runs: Sequence[Run], limit: float) -> list[str]:
     """One line per figure made worse by more than `limit` (see `failed`)."""
     return [r.line(runs, limit) for r in failed(found, limit)]
 
@@ -229,7 +229,7 @@ def mark(c: Change) -> str:
     return "*" if c.significant else ("?" if c.noise is None and c.delta else "")
 
 
-def cells(section: Section, figure: Figure) -> list[str]:
+def cells(section: ComparedSection, figure: Figure) -> list[str]:
     """A figure's row as shown: its name, the base's value, then each run's value, change, % and mark."""
     line = [figure.label, fmt(figure_value(figure, section.rows[0]))]
     for changes in section.changes:
@@ -238,7 +238,7 @@ def cells(section: Section, figure: Figure) -> list[str]:
     return line
 
 
-def text_tables(found: Sequence[Section], runs: Sequence[Run]) -> str:
+def text_tables(found: Sequence[ComparedSection], runs: Sequence[Run]) -> str:
     lines = [f"base: {runs[0].path}"] + [f"new {i}: {r.path}" for i, r in enumerate(runs[1:], start=1)]
     for section in found:
         header = ["figure", "base"]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from poolbench_locust import htmltables
 from poolbench_locust.charts.svg import Series, line_chart
 from poolbench_locust.metrics.collector import AGGREGATED
-from poolbench_locust.results.compare import Run, Section, blocks_of, cells, failed, fmt, percent
+from poolbench_locust.results.compare import ComparedSection, Run, blocks_of, cells, failed, fmt, percent
 from poolbench_locust.results.noise import Change, Figure, chunks, percentile_of, rate_of
 from poolbench_locust.results.series import Block
 
@@ -71,7 +71,7 @@ def _direction(c: Change, figure: Figure) -> str:
     return "worse" if c.worse_by(figure) > 0 else "better"
 
 
-def _table(section: Section, runs: Sequence[Run]) -> str:
+def _table(section: ComparedSection, runs: Sequence[Run]) -> str:
     head = "<th>figure</th><th>base</th>" + "".join(
         f"<th>{_name(i)}</th><th>change</th><th>%</th><th></th>" for i in range(1, len(runs))
     )
@@ -98,7 +98,7 @@ def _table(section: Section, runs: Sequence[Run]) -> str:
     )
 
 
-def _changes(found: Sequence[Section], runs: Sequence[Run], verdict: str) -> list[str]:
+def _changes(found: Sequence[ComparedSection], runs: Sequence[Run], verdict: str) -> list[str]:
     """Each marked change of that verdict, once (a request name equal to the total is the total's)."""
     lines, seen = [], set()
     for section in sorted(found, key=lambda s: s.title != AGGREGATED):
@@ -120,7 +120,7 @@ def _listed(lines: Sequence[str]) -> str:
     return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>" if lines else ""
 
 
-def verdict(found: Sequence[Section], runs: Sequence[Run], limit: float | None) -> str:
+def verdict(found: Sequence[ComparedSection], runs: Sequence[Run], limit: float | None) -> str:
     """What the comparison says, before any table: the gate's verdict and which figures made it."""
     worse, better = _changes(found, runs, "worse"), _changes(found, runs, "better")
     if limit is not None:
@@ -149,7 +149,7 @@ def verdict(found: Sequence[Section], runs: Sequence[Run], limit: float | None) 
     return "".join(parts) + "</div>"
 
 
-def html_page(found: Sequence[Section], runs: Sequence[Run], limit: float | None = None) -> str:
+def html_page(found: Sequence[ComparedSection], runs: Sequence[Run], limit: float | None = None) -> str:
     listing = "".join(f"<li>{_name(i)}: {html.escape(run.path)}</li>" for i, run in enumerate(runs))
     charts = "".join(chart(title, unit, runs, of_block) for title, unit, of_block in CURVES)
     tables = "".join(_table(section, runs) for section in found)

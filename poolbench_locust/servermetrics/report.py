@@ -89,12 +89,12 @@ def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
     return cols
 
 
-COLUMNS = _columns()
-HEADER = [title for title, _ in COLUMNS]
+SERVER_COLUMNS = _columns()
+HEADER = [title for title, _ in SERVER_COLUMNS]
 
 
 def server_rows(views: Iterable[ServerView]) -> list[dict[str, Value]]:
-    return [{title: value(view) for title, value in COLUMNS} for view in views]
+    return [{title: value(view) for title, value in SERVER_COLUMNS} for view in views]
 
 
 @dataclass(frozen=True)
