@@ -23,6 +23,7 @@ from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, pooling_reports, tokengap
 from poolbench_locust.results import json_result
+from poolbench_locust.serverlimits import limits_check
 from poolbench_locust.servermetrics import server_metrics
 from poolbench_locust.sweep import sweep_shape
 from poolbench_locust.webform import layout, validation
@@ -40,6 +41,7 @@ def setup(events: Events, pages: PageEvents) -> None:
     # them reads the form: webform/validation.py).
     start_checks.setup(events)
     embedded_mock.setup(events)
+    limits_check.setup(events)  # the server's own limits, before preflight sends it anything
     preflight.setup(events)
     stop_timeout.setup(events)
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the

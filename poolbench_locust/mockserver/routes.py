@@ -18,7 +18,7 @@ import orjson
 
 from poolbench_locust.mockserver import faults, vectors
 from poolbench_locust.mockserver.config import Controls, MockConfig
-from poolbench_locust.mockserver.reply import Reply
+from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
     DTYPE_SIZES,
@@ -37,6 +37,9 @@ MAX_DIM = 1 << 20
 MAX_ANSWER = 1 << 30
 """Bytes of vectors one answer may hold: a typo in a batch size must not take the machine's memory."""
 LABELS = ("LABEL_0", "LABEL_1")
+TEI_MAX_CLIENT_BATCH_SIZE = 32
+"""TEI's default --max-client-batch-size: a larger batch is refused with 422 "Validation" (TEI 1.9)."""
+TEI_MAX_BATCH_TOKENS = 16384
 
 
 class BadRequest(Exception):
@@ -272,13 +275,15 @@ def _pair_words(query: str, docs: list[str]) -> int:
     return sum(count_words(query) + count_words(d) for d in docs)
 
 
-def rerank(call: Call) -> AnswerDraft:
+def rerank(call: Call) -> AnswerDraft | Reply:
     """/rerank and /v1/rerank: vLLM's form, or TEI's (a `texts` body or tei flavor), or Infinity's."""
     query = _text(_required(call, "query"), "query")
     tei = "texts" in call.body or call.controls.flavor == "tei"
     docs = _texts(call.body.get("texts") if "texts" in call.body else _required(call, "documents"), "documents")
     ranked, tokens = _ranked(call, query, docs), _pair_words(query, docs)
     if tei:
+        if (refused := _tei_batch_refused(len(docs))) is not None:
+            return refused
         with_text = bool(call.body.get("return_text"))
         doc: Any = [{"index": i, "score": s, **({"text": d} if with_text else {})} for i, d, s in ranked]
         chars = sum(len(query) + len(d) for d in docs)
@@ -378,8 +383,18 @@ def classify(call: Call) -> AnswerDraft:
     return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
-def tei_embed(call: Call) -> AnswerDraft:
+def _tei_batch_refused(inputs: int) -> Reply | None:
+    """TEI's answer to a batch above its cap (router/src/lib.rs's validation), or None."""
+    if inputs <= TEI_MAX_CLIENT_BATCH_SIZE:
+        return None
+    error = f"batch size {inputs} > maximum allowed batch size {TEI_MAX_CLIENT_BATCH_SIZE}"
+    return Reply(422, orjson.dumps({"error": error, "error_type": "Validation"}))
+
+
+def tei_embed(call: Call) -> AnswerDraft | Reply:
     prompts = _prompts(_required(call, "inputs"), "inputs")
+    if (refused := _tei_batch_refused(len(prompts))) is not None:
+        return refused
     tokens = count_prompts(prompts)
     fragment = orjson.Fragment(vectors.json_floats(_dim(call), _kind(call)))
     headers = _tei_headers(call, tokens, sum(_chars(p) for p in prompts))
@@ -408,6 +423,19 @@ def tokenize(call: Call) -> Reply:
     else:
         raise BadRequest("'prompt' must be a string or token ids (or give 'messages')")
     doc = {"count": count, "max_model_len": MAX_MODEL_LEN, "tokens": list(range(1000, 1000 + count))}
+    return Reply(200, orjson.dumps(doc))
+
+
+def info(call: Call) -> Reply:
+    """TEI's GET /info: what a client may ask of it. vLLM and Infinity have no such route."""
+    if call.controls.flavor != "tei":
+        return error_reply(404, "Not Found: /info", "NotFoundError")
+    doc = {
+        "model_id": call.config.model,
+        "max_client_batch_size": TEI_MAX_CLIENT_BATCH_SIZE,
+        "max_batch_tokens": TEI_MAX_BATCH_TOKENS,
+        "auto_truncate": True,
+    }
     return Reply(200, orjson.dumps(doc))
 
 
@@ -446,6 +474,7 @@ POOLING: Mapping[str, Handler] = {
 SERVICE: Mapping[tuple[str, str], Handler] = {
     ("POST", "/tokenize"): tokenize,
     ("GET", "/health"): health,
+    ("GET", "/info"): info,
     ("GET", "/v1/models"): models,
     ("GET", "/models"): models,
 }
