@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import gevent.ssl
 
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.store import Slot
 from poolbench_locust.urls import shown_url
 
@@ -78,13 +78,12 @@ def _once(warned: set[tuple[str, str]], kind: str, host: str, message: str, *arg
         logger.warning(message, *args)
 
 
-def access_for(
-    options: Any, api_key: str | None, host: str | None, warned: set[tuple[str, str]] | None = None
-) -> Access:
+def access_for(settings: Settings, host: str | None, warned: set[tuple[str, str]] | None = None) -> Access:
     """The Access of a run against `host`; OptionError when the key must not go there. A warning about
     the key is given once per kind and host among those `warned` holds (the run's, or only this call's)."""
     warned = set() if warned is None else warned
-    bundle = getattr(options, "ca_bundle", None) or None
+    api_key = settings.api_key
+    bundle = settings.ca_bundle or None
     if bundle is not None:
         if not os.path.isfile(bundle):
             raise OptionError("--ca-bundle", f"no such file: {bundle}")
@@ -92,11 +91,11 @@ def access_for(
             _bundle_context(bundle)  # at start: a file that is not PEM certificates would fail every user
         except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
             raise OptionError("--ca-bundle", f"{bundle} holds no usable CA certificates: {e}") from None
-    verify = bool(getattr(options, "tls_verify", False)) or bundle is not None
+    verify = settings.tls_verify or bundle is not None
     parts = urlsplit(host or "")
     shown = shown_url(host or "") if parts.hostname else "the host"
     if not api_key and (from_env := os.environ.get(ENV_KEY)):
-        if getattr(options, "api_key_from_env", False):
+        if settings.api_key_from_env:
             api_key = from_env
             _once(warned, "env", shown, "--api-key-from-env: sending $%s to %s", ENV_KEY, shown)
         else:
@@ -108,12 +107,7 @@ def access_for(
                 ENV_KEY,
                 shown,
             )
-    if (
-        api_key
-        and parts.scheme == "http"
-        and not is_loopback(parts.hostname or "")
-        and not getattr(options, "api_key_over_http", False)
-    ):
+    if api_key and parts.scheme == "http" and not is_loopback(parts.hostname or "") and not settings.api_key_over_http:
         raise OptionError(
             "--api-key",
             f"refusing to send the API key over plain http to {parts.hostname} (not loopback): "

@@ -8,29 +8,80 @@ that minute. A master's quit message ends them now.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import sys
 import time
 from typing import Any, NoReturn
 
 import gevent
+import psutil  # Locust's own dependency (locust.runners measures CPU with it): no new one
 from locust.runners import MasterRunner
 
 logger = logging.getLogger("poolbench_locust")
 
 WORKERS_CONNECT_S = 3.0
 """How long a --processes master that stops at start waits for its forked workers, to tell them to quit."""
+WORKERS_EXIT_S = 3.0
+"""How long it then waits for its forked workers to end, before it sends a SIGTERM to those left."""
 
 
 def quit_workers(environment: Any, runner: MasterRunner) -> None:
-    """Tell every worker to quit; with --processes, wait first (bounded) for the forked ones to connect."""
+    """Tell every worker to quit; with --processes, wait first (bounded) for the forked ones to connect
+    (only a connected worker hears the quit message), and see them end after."""
     options = environment.parsed_options
-    if getattr(options, "processes", None):
+    forked = bool(getattr(options, "processes", None))
+    if forked:
         expected = getattr(options, "expect_workers", 1)
         deadline = time.monotonic() + WORKERS_CONNECT_S
         while len(runner.clients.ready) < expected and time.monotonic() < deadline:
             gevent.sleep(0.05)
     runner.quit()
+    if forked:
+        end_forked_workers()
+
+
+def forked_workers() -> list[psutil.Process]:
+    """This process's children that Locust forked for --processes: they run its own command line."""
+    me = psutil.Process()
+    try:
+        command, children = me.cmdline(), me.children()
+    except psutil.Error:
+        return []
+    found = []
+    for child in children:
+        try:
+            if child.cmdline() == command:
+                found.append(child)
+        except psutil.Error:
+            continue  # ended meanwhile: nothing to do
+    return found
+
+
+def end_forked_workers(timeout: float = WORKERS_EXIT_S) -> None:
+    """Wait for the forked workers to end, and SIGTERM any still running after `timeout` (one that
+    connected too late to hear the quit message). Never reaps them: Locust's exit clean-up waits for
+    each child itself, and logs an error in a loop for a child already reaped."""
+    workers = forked_workers()
+    deadline = time.monotonic() + timeout
+    while (running := [w for w in workers if _running(w)]) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    for worker in running:
+        logger.debug("worker process %d did not quit: sending it SIGTERM", worker.pid)
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(worker.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 1.0  # a SIGTERMed Locust worker ends in milliseconds; bounded all the same
+    while any(_running(w) for w in running) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def exit_early(environment: Any, error: str) -> NoReturn:

@@ -22,7 +22,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.lifecycle import exit_early
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
@@ -93,8 +93,7 @@ def preflight_error(environment: Environment) -> str | None:
 
 
 def _enabled(environment: Environment) -> bool:
-    options = environment.parsed_options
-    if options is None or getattr(options, "no_preflight", False):
+    if environment.parsed_options is None or settings_of(environment).no_preflight:
         return False
     return bool(environment.host) or any(u.host for u in endpoint_users(environment))
 

@@ -16,8 +16,7 @@ from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error, probed
 from poolbench_locust.lifecycle import exit_early
-from poolbench_locust.metrics import checks
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, options_error
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -25,7 +24,7 @@ logger = logging.getLogger("poolbench_locust")
 def configuration_error(environment: Environment, options: Any = None) -> str | None:
     """The one line that says why the options (the environment's, or `options`) or the User classes
     cannot run, or None."""
-    if (error := checks.start_error(options or environment.parsed_options)) is not None:
+    if (error := options_error(options or environment.parsed_options)) is not None:
         return error
     for user_class in endpoint_users(environment):
         # Checked before plan_for, which would fail on it with an AttributeError and a traceback.

@@ -27,7 +27,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
@@ -51,7 +51,7 @@ def default_stop_timeout(environment: Environment) -> float | None:
     if not any(issubclass(u, EndpointUser) for u in environment.user_classes):
         return None
     try:
-        return Settings.from_options(environment.parsed_options).request_timeout
+        return settings_of(environment).request_timeout
     except OptionError:
         return None  # the start checks say why, in one line
 

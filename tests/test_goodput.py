@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.goodput import Slo, parse_slo
 from poolbench_locust.metrics.table import rows
+from poolbench_locust.options import options_error
 from poolbench_locust.users import EmbeddingsUser
 from tests.support.harness import Run
 from tests.test_cli import csv_rows, locust
@@ -116,5 +116,6 @@ def test_goodput_is_in_the_csv_the_console_and_the_html_report_and_names_its_flo
     ],
 )
 def test_the_web_uis_text_is_checked_at_start_like_the_command_line(slo, floor, error):
-    """The web UI's form hands the values over as text, unchecked: hooks' start check reads them so."""
-    assert checks.start_error(SimpleNamespace(slo=slo, check_min_goodput=floor)) == error
+    """The web UI's form hands the values over as text, unchecked: the start check (every option and every
+    rule between them) reads them so."""
+    assert options_error(SimpleNamespace(slo=slo, check_min_goodput=floor)) == error

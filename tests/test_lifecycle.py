@@ -3,6 +3,8 @@ start leaves no worker of its --processes behind, where they waited a minute for
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,24 @@ def test_an_early_exit_leaves_no_worker_behind(args, option, said):
     assert option in output and said in output, output[-2000:]
     assert "--run-time limit reached" not in output, "the run stopped at start, not at its end"
     assert [p.info for p in left] == [], "no process of the run is left 3 s after the master exits"
+
+
+FORKED_WORKER_THAT_NEVER_HEARS = """
+import os, signal, time
+from poolbench_locust import lifecycle
+child = os.fork()
+if child == 0:  # a forked worker that connected too late to hear the quit message
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.2)
+lifecycle.end_forked_workers(timeout=0.5)
+ended, status = os.waitpid(child, os.WNOHANG)
+print(ended == child and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+"""
+
+
+def test_a_forked_worker_that_did_not_quit_is_ended_before_the_master_exits():
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_WORKER_THAT_NEVER_HEARS], capture_output=True, text=True, timeout=30
+    )
+    assert done.stdout.strip() == "True", done.stderr[-2000:]

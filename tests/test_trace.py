@@ -254,3 +254,15 @@ def test_in_the_web_ui_the_trace_stops_the_run_and_a_second_start_replays_it(tmp
             assert ui.log().count("Trace over: the 5 requests of") == 2
         finally:
             ui.close()
+
+
+def test_the_rate_check_takes_a_trace_as_the_open_loop_it_is(tmp_path):
+    """A trace is an open loop (its timestamps are its schedule): --check-min-rate-ratio runs on it."""
+    lines = [{"timestamp": 50 * i, "input_length": 3} for i in range(6)]
+    trace, document = write_trace(tmp_path / "trace.jsonl", lines), tmp_path / "result.json"
+    with recording_server() as url:
+        result, _ = replay(url, trace, "--check-min-rate-ratio", "0.5", "--json-result", str(document))
+    assert result.returncode == 0 and "Check failed" not in result.stderr, result.stderr[-3000:]
+    # what the check compares with its floor: the share of the trace's due requests that were sent
+    client_load = orjson.loads(document.read_bytes())["client_load"]
+    assert client_load["sent_ratio"] == 1.0 and client_load["rows"][0]["Sent"] == len(lines), client_load

@@ -40,3 +40,13 @@ def test_every_place_that_shows_a_url_uses_it(tmp_path):
     with pytest.raises(OptionError) as doubled:
         request_path("http://u:" + SECRET + "@127.0.0.1:8000/v1", "/v1/embeddings")
     assert SECRET not in str(doubled.value) and "http://***@127.0.0.1:8000" in str(doubled.value)
+
+
+def test_the_json_results_options_hide_every_url_of_a_list():
+    import argparse
+
+    from poolbench_locust.results.document import options_of
+
+    targets = f"http://u:{SECRET}@a:1/metrics,http://v:{SECRET}@b:2/metrics?t={SECRET}"
+    kept, _ = options_of(argparse.Namespace(server_metrics=targets))
+    assert kept["server_metrics"] == "http://***@a:1/metrics,http://***@b:2/metrics"

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
-from poolbench_locust.options import BY_FLAG, parsed
+from poolbench_locust.options import BY_FLAG, Settings
 from poolbench_locust.wire import DTYPE_SIZES, ENDIANNESS
 
 MB = 1_000_000
@@ -51,9 +50,8 @@ class Limits:
     max_header_kb: int = LIMITS[1].default
 
     @classmethod
-    def from_options(cls, options: Any) -> Limits:
-        """Parse the options (command line, env or web UI strings); raise OptionError on a bad value."""
-        return cls(**{opt.dest: parsed(options, opt) for opt in LIMITS})
+    def of(cls, settings: Settings) -> Limits:
+        return cls(settings.max_body_mb, settings.max_header_kb)
 
     @property
     def max_body_bytes(self) -> int:

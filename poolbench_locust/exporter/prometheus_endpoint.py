@@ -23,14 +23,11 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
-from poolbench_locust.options import OptionError, parsed
+from poolbench_locust.options import OptionError, Settings, settings_of
 from poolbench_locust.sweep.sweep_shape import SweepShape
 from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
-
-FLAGS = ("--prometheus-port", "--prometheus-host", "--prometheus-linger")
-"""Its options (declared in options/registry.py), in the order on_init reads them."""
 
 
 class Exporter:
@@ -75,7 +72,7 @@ class Exporter:
         if isinstance(shape, SweepShape):
             return shape.targets[shape.step] if shape.by_rate and 0 <= shape.step < len(shape.targets) else None
         try:
-            return parsed(self.environment.parsed_options, "--request-rate")
+            return settings_of(self.environment).request_rate
         except OptionError:
             return None  # a bad value typed into the web UI's form: that run is stopped at its start
 
@@ -95,11 +92,14 @@ class Exporter:
 
     def _info(self) -> dict[str, str]:
         env = self.environment
-        options = env.parsed_options
+        try:
+            settings = settings_of(env)
+        except OptionError:  # a bad value typed into the web UI's form: that run is stopped at its start
+            settings = Settings()
         return {
             "host": shown_url(env.host or ""),
-            "model": str(getattr(options, "model", "") or ""),
-            "encoding": str(getattr(options, "encoding_format", "") or ""),
+            "model": settings.model,
+            "encoding": settings.encoding_format,
             "user_classes": ",".join(sorted(u.__name__ for u in env.user_classes)),
         }
 
@@ -107,15 +107,15 @@ class Exporter:
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         return  # its figures reach the master, which serves them
-    options = environment.parsed_options
     try:
-        port, host, linger = (parsed(options, flag) for flag in FLAGS)
+        settings = settings_of(environment)
     except OptionError as e:
         exit_early(environment, str(e))
         return
-    if port is None:
+    if (port := settings.prometheus_port) is None:
         return
-    host = "" if host == "*" else host  # as Locust's --web-host: both mean every interface
+    # as Locust's --web-host: both mean every interface
+    host = "" if settings.prometheus_host == "*" else settings.prometheus_host
     exporter = Exporter(environment)
     try:
         exporter.listen(host or "", port)
@@ -131,14 +131,14 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     @events.test_start.add_listener
     def bound_at_launch(**_: Any) -> None:
         try:
-            asked = parsed(environment.parsed_options, "--prometheus-port")
+            asked = settings_of(environment).prometheus_port
         except OptionError:
             asked = None
         if asked != port:  # the web UI's form shows the option, but the endpoint was bound at launch
             logger.warning("--prometheus-port: the endpoint stays on port %d, bound when Locust started", port)
 
     events.reset_stats.add_listener(exporter.next_run)
-    linger_s = float(linger or 0)
+    linger_s = settings.prometheus_linger
 
     @events.quit.add_listener
     def stay_up_for_a_last_scrape(**_: Any) -> None:

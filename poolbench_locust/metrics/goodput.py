@@ -9,14 +9,7 @@ which judges a request) are the value of the --slo option: poolbench_locust/opti
 
 from __future__ import annotations
 
-from typing import Any
-
-from poolbench_locust.options import Slo, parsed
+from poolbench_locust.options import Slo
 from poolbench_locust.options.parsers import slo as parse_slo
 
-__all__ = ["Slo", "parse_slo", "slo_of"]
-
-
-def slo_of(options: Any) -> Slo | None:
-    """The run's SLO from Locust's options (command line, env, or the web UI's text); OptionError if bad."""
-    return parsed(options, "--slo")
+__all__ = ["Slo", "parse_slo"]

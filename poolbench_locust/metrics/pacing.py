@@ -29,6 +29,7 @@ import psutil
 from locust.env import Environment
 
 from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key
+from poolbench_locust.options import settings_of
 from poolbench_locust.store import Slot
 from poolbench_locust.workload.arrival import OpenLoop, open_loop_of
 
@@ -240,13 +241,13 @@ class Watcher:
         figures.seconds = (self._stopped or time.monotonic()) - self._started
         if not self.sends:
             return figures
-        rate = getattr(environment.parsed_options, "request_rate", None) if environment.parsed_options else None
+        rate = settings_of(environment).request_rate
         if self.open_loop.rate_override is not None or rate or self.open_loop.tally.scheduled > 0:
             runner = environment.runner
             # Read while the users run: a process's share is its users over the run's, and at the
             # stop it has none left (its share then reads as the whole).
             if figures.target_rate is None or (runner is not None and runner.user_count > 0 and self._stopped is None):
-                figures.target_rate = self.open_loop.current_rate(environment, float(rate) if rate else None)
+                figures.target_rate = self.open_loop.current_rate(environment, rate)
         figures.scheduled = self.open_loop.tally.scheduled
         figures.sent = self.open_loop.tally.sent
         return figures

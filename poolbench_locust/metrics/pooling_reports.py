@@ -26,13 +26,13 @@ from poolbench_locust.locust_pages import (
     add_route,
     csv_download,
 )
-from poolbench_locust.metrics import checks, goodput
+from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats, stats_of
 from poolbench_locust.metrics.console import console_table
 from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
 from poolbench_locust.metrics.shipping import Inbox, Outbox
 from poolbench_locust.metrics.table import HEADER, csv_text, rows
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, settings_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")  # where Locust prints its own tables
@@ -137,7 +137,7 @@ def _send_final_report_on_request(runner: WorkerRunner, stats: PoolingStats, out
 
 def _read_slo(environment: Environment, stats: PoolingStats) -> None:
     try:
-        stats.slo = goodput.slo_of(environment.parsed_options)
+        stats.slo = settings_of(environment).slo
     except OptionError:
         stats.slo = None  # the start checks stop the run with the option's one line
 

@@ -1,5 +1,6 @@
 """Command-line options of poolbench-locust: every one declared once in options/registry.py (read its
-docstring to add one), parsed by options/parsers.py, gathered in `Settings`, put on Locust's parser by
+docstring to add one), parsed by options/parsers.py, gathered in the typed `Settings` (the one way to read an option:
+`settings_of(environment).batch_size`) with every rule between options, put on Locust's parser by
 `add_arguments` (options/cli.py)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from poolbench_locust.options.parsers import (
     whole,
 )
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, GROUPS, Option, flag
-from poolbench_locust.options.settings import Settings, parsed
+from poolbench_locust.options.settings import Settings, options_error, settings_of
 from poolbench_locust.options.values import SLO_KEYS, Slo, Span
 
 __all__ = [
@@ -33,11 +34,12 @@ __all__ = [
     "flag",
     "non_negative",
     "one_of",
-    "parsed",
+    "options_error",
     "positive",
     "ratio",
     "register",
     "seconds",
+    "settings_of",
     "span",
     "whole",
 ]

@@ -1,18 +1,21 @@
 """Every option of poolbench-locust, each declared once, here.
 
 To add an option, add ONE `Option(...)` (a value) or `flag(...)` (an on/off switch) to the group it
-belongs in below, then use it. Its declaration is all there is to write: the flag, its parser (which
-is its type and its check), its default, its --help text and its web-form label; the dest
-(`--check-p95-ms` -> `check_p95_ms`) and the env var (`LOCUST_CHECK_P95_MS`) follow from the flag,
-the --help group and the web-form group from the block it is in. Everything that lists options reads
-this tuple: Locust's parser (options/cli.py), `Settings` (one field per option, its default the parsed
-default), the web form's groups, labels, checks and secret fields, the k8s options.env test and the
-tests that go through every option.
+belongs in below, give it its typed field in `Settings`, then use it. Its declaration says all there is
+to say: the flag, its parser (which is its type and its check), its default, its --help text and its
+web-form label; the dest (`--check-p95-ms` -> `check_p95_ms`) and the env var (`LOCUST_CHECK_P95_MS`)
+follow from the flag, the --help group and the web-form group from the block it is in. Everything that
+lists options reads this tuple: Locust's parser (options/cli.py), the web form's groups, labels, checks
+and secret fields, the k8s options.env test and the tests that go through every option. `Settings`
+(options/settings.py) has one field per option written out, so that a reader and a type checker see each
+one's type: the field is the option's dest, typed as its parser returns (with `| None` when the default
+is None), its default the parsed default; tests/test_options.py fails until the field and the declaration
+agree.
 
-How a module reads a value: `Settings.from_options(environment.parsed_options).check_p95_ms` (every
-option, parsed and checked together), or one alone with `parsed(options, "--check-p95-ms")`. Both
-raise OptionError with the option's one line on a bad value, so a web-form text is judged like the
-command line's.
+How a module reads a value: `settings_of(environment).check_p95_ms`, or `Settings.from_options(options)`
+for a set of options that is not an environment's (the web form's): every option parsed and every rule
+between options applied, OptionError with the option's one line on a bad value, so a web-form text is
+judged like the command line's. A rule between options goes in options/settings.py (`_refused`).
 """
 
 from __future__ import annotations
@@ -377,7 +380,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             share,
             None,
             "Open loop: fail the run if the requests sent are fewer than this share (0-1) of those the "
-            "schedule made due (the client fell behind its --request-rate).",
+            "schedule made due (the client fell behind its --request-rate, sweep step or trace).",
             label="Lowest share of the open loop's requests sent",
         ),
     ),

@@ -1,89 +1,196 @@
-"""`Settings`: every option's value, parsed and checked together; a field per option of the registry."""
+"""`Settings`: every option's value, statically typed, parsed and checked together; the one way to read
+an option of the plugin. A field per option of the registry (tests/test_options.py fails when a field
+and an option part, or when a field's type is not what the option's parser returns).
+
+The rules between options live here too, all of them, in `_refused`: a combination that cannot run
+stops the run at start with the option named. A check that needs more than the options (a file, a User
+class, the host) is the start checks' (start_checks.configuration_error); a check on measured
+figures is metrics/checks.py's."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from functools import cached_property
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any
 
 from poolbench_locust.options.parsers import OptionError
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, Option
+from poolbench_locust.options.values import Slo, Span
 
 
-def parsed(options: argparse.Namespace | None, opt: Option | str) -> Any:
-    """One option's value (an Option, or its flag) from Locust's options (command line, env, or a web UI
-    string), parsed again; its default when the options do not have it; OptionError on a bad value."""
-    if isinstance(opt, str):
-        opt = BY_FLAG[opt]
+def _parsed(options: Any, opt: Option) -> Any:
+    """One option's value from Locust's options (command line, env, or a web UI string), parsed again;
+    its default when the options do not have it; OptionError on a bad value."""
     raw = getattr(options, opt.dest, opt.default) if options is not None else opt.default
     return opt.value(raw)
 
 
-class _Checked:
-    """What Settings adds to its fields: the checks of options taken together, and what they imply."""
+_ONE, _128, _EIGHT = Span(1, 1), Span(128, 128), Span(8, 8)
+"""Spans are frozen: a default shared by every Settings is safe."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options a run goes with, parsed and checked once: one field per option of the registry,
+    named by its dest (`--batch-size` -> `batch_size`), its default the option's parsed default."""
+
+    # Request
+    model: str = ""
+    encoding_format: str = "float"
+    embed_dtype: str = "float32"
+    endianness: str = "native"
+    dimensions: int | None = None
+    endpoint_path: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a secret: never in a text
+    api_key_from_env: bool = False
+    api_key_over_http: bool = False
+    tls_verify: bool = False
+    ca_bundle: str | None = None
+    request_timeout: float = 60.0
+    max_body_mb: int = 256
+    max_header_kb: int = 64
+    no_validate: bool = False
+    check_vectors: bool = False
+    no_preflight: bool = False
+    # Workload
+    batch_size: Span = _ONE
+    input_len: Span = _128
+    input_len_range: Span | None = None
+    documents: Span = _EIGHT
+    dataset: str = "random"
+    dataset_column: str | None = None
+    seed: int = 0
+    tokenizer: str | None = None
+    count_tokens_with_server: bool = False
+    warmup: float = 0.0
+    # Open loop
+    request_rate: float | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    trace_speed: float = 1.0
+    # Sweep
+    sweep_rates: tuple[float, ...] | None = None
+    sweep_users: tuple[int, ...] | None = None
+    sweep_step_time: float = 30.0
+    # Checks
+    check_p95_ms: float | None = None
+    check_fail_ratio: float | None = None
+    check_min_tokens_per_s: float | None = None
+    slo: Slo | None = None
+    check_min_goodput: float | None = None
+    check_min_rate_ratio: float | None = None
+    # Server metrics
+    server_metrics: str = "auto"
+    server_metrics_interval: float = 5.0
+    # Prometheus
+    prometheus_port: int | None = None
+    prometheus_host: str = ""
+    prometheus_linger: float = 0.0
+    # Results
+    json_result: str | None = None
 
     @classmethod
-    def from_options(cls, options: argparse.Namespace | None) -> Settings:
-        """Parse Locust's options (command line, env, or web UI strings); raise OptionError on a bad value."""
-        values: dict[str, Any] = {opt.dest: parsed(options, opt) for opt in ALL_OPTIONS}
-        if values["input_len_range"] is not None:
-            values["input_len"] = values["input_len_range"]
-        if values["sweep_rates"] and values["sweep_users"]:
-            raise OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
-        if values["sweep_rates"] and values["request_rate"]:
-            raise OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
-        if values["encoding_format"] == "float":  # JSON numbers have no dtype or byte order to ask for
-            for flag in ("--embed-dtype", "--endianness"):
-                opt = BY_FLAG[flag]
-                if values[opt.dest] != opt.default_value:
-                    raise OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
-        if values["dataset"].startswith("trace:"):  # a trace says when each request leaves
-            for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
-                if values[BY_FLAG[flag].dest]:
-                    raise OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
-        if values["max_concurrency"] and not (
-            values["request_rate"] or values["sweep_rates"] or values["dataset"].startswith("trace:")
-        ):
-            raise OptionError(
-                "--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace"
-            )
-        if values["dataset_column"] is not None and not values["dataset"].startswith(("file:", "hf:")):
-            raise OptionError(
-                "--dataset-column",
-                f"names a column of a file or Hugging Face dataset; --dataset is {values['dataset']}",
-            )
-        return Settings(**values)
+    def from_options(cls, options: argparse.Namespace | Any | None) -> Settings:
+        """Parse Locust's options (command line, env, or web UI strings), then apply the rules between
+        them; raise OptionError with the option's one line on a bad value or combination."""
+        settings = cls(**{opt.dest: _parsed(options, opt) for opt in ALL_OPTIONS})
+        if settings.input_len_range is not None:  # the older spelling of --input-len LOW:HIGH
+            settings = dataclasses.replace(settings, input_len=settings.input_len_range)
+        for refusal in _refused(settings):
+            raise refusal
+        return settings
 
     @property
     def trace(self) -> str | None:
         """The file of a replayed trace (--dataset trace:FILE), else None."""
-        dataset: str = self.dataset  # type: ignore[attr-defined]
-        return dataset.removeprefix("trace:") if dataset.startswith("trace:") else None
+        return self.dataset.removeprefix("trace:") if self.dataset.startswith("trace:") else None
 
     @cached_property  # asked on every request
     def open_loop(self) -> bool:
-        return bool(self.request_rate or self.sweep_rates or self.trace)  # type: ignore[attr-defined]
+        """An open loop: requests leave on a schedule of their own, not when an answer came back. The
+        schedule is a rate (--request-rate), a sweep's rates (--sweep-rates) or a trace's timestamps
+        (--dataset trace:); its requests are counted as scheduled and sent, and wait for a free slot
+        (--max-concurrency, the users) when they fall due. The one definition: every check and the
+        docs (docs/workloads.md) mean this."""
+        return bool(self.request_rate or self.sweep_rates or self.trace)
 
     @property
     def binary(self) -> bool:
-        return self.encoding_format in ("bytes", "bytes_only")  # type: ignore[attr-defined]
+        return self.encoding_format in ("bytes", "bytes_only")
 
     @property
     def validate(self) -> bool:
         """Check the answers: --no-validate not given."""
-        return not self.no_validate  # type: ignore[attr-defined]
+        return not self.no_validate
 
 
-Settings = dataclasses.make_dataclass(
-    "Settings",
-    [
-        (opt.dest, Any, dataclasses.field(default=opt.default_value, repr=not opt.secret))  # type: ignore[misc]
-        for opt in ALL_OPTIONS
-    ],
-    bases=(_Checked,),
-    frozen=True,
-)
-Settings.__module__ = __name__
-Settings.__doc__ = """The options a run goes with, parsed and checked once: one field per option of the registry,
-named by its dest (`--batch-size` -> `batch_size`), its default the option's parsed default."""
+def _refused(s: Settings) -> Iterator[OptionError]:
+    """Every rule between options: the combinations that cannot run, each with the option to change."""
+    if s.sweep_rates and s.sweep_users:
+        yield OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
+    if s.sweep_rates and s.request_rate:
+        yield OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
+    if s.encoding_format == "float":  # JSON numbers have no dtype or byte order to ask for
+        for flag in ("--embed-dtype", "--endianness"):
+            opt = BY_FLAG[flag]
+            if getattr(s, opt.dest) != opt.default_value:
+                yield OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
+    if s.trace is not None:  # a trace says when each request leaves
+        for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
+            if getattr(s, BY_FLAG[flag].dest):
+                yield OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
+    if s.max_concurrency and not s.open_loop:
+        yield OptionError("--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace")
+    if s.dataset_column is not None and not s.dataset.startswith(("file:", "hf:")):
+        yield OptionError(
+            "--dataset-column", f"names a column of a file or Hugging Face dataset; --dataset is {s.dataset}"
+        )
+    if s.check_min_goodput is not None and s.slo is None:
+        yield OptionError("--check-min-goodput", "goodput counts the requests that met --slo: give --slo too")
+    if s.check_min_rate_ratio is not None and not s.open_loop:
+        yield OptionError(
+            "--check-min-rate-ratio",
+            "the rate sent is an open loop's: give --request-rate or --sweep-rates (or replay a trace, "
+            "--dataset trace:) too",
+        )
+
+
+def options_error(options: Any) -> str | None:
+    """The one line that says why the options cannot run (a bad value, or a rule between them), or None."""
+    try:
+        Settings.from_options(options)
+    except OptionError as e:
+        return str(e)
+    return None
+
+
+_DESTS = tuple(opt.dest for opt in ALL_OPTIONS)
+_RAW_DEFAULTS = tuple((opt.dest, opt.default) for opt in ALL_OPTIONS)
+_DEFAULTS = Settings()
+
+
+@lru_cache(maxsize=16)
+def _settings_of_raw(raw: tuple[tuple[type, Hashable], ...]) -> Settings:
+    values = {dest: value for dest, (_, value) in zip(_DESTS, raw, strict=True)}
+    return Settings.from_options(argparse.Namespace(**values))
+
+
+def settings_of(environment: Any) -> Settings:
+    """The Settings of a Locust environment's options as they are now; OptionError on a bad one.
+
+    Kept by the options' raw values, not by the options object: the web UI's form writes its values
+    into the same parsed_options before each run. Looking them up costs a getattr per option; parsing
+    them (every option and every rule) is done once per set of values."""
+    options = getattr(environment, "parsed_options", None)
+    if options is None:
+        return _DEFAULTS
+    # Keyed by type too: 1 and True are one key to a dict, not one value to a parser.
+    raw = tuple((type(value), value) for value in (getattr(options, dest, default) for dest, default in _RAW_DEFAULTS))
+    try:
+        hash(raw)
+    except TypeError:  # a value the web UI made a list: parse it, uncached
+        return Settings.from_options(options)
+    return _settings_of_raw(raw)

@@ -31,6 +31,7 @@ from poolbench_locust.metrics.client_board import board_if_any
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
+from poolbench_locust.options import settings_of
 from poolbench_locust.results.series import TOTAL, Block, Key
 from poolbench_locust.servermetrics.scraping import scraping_of
 from poolbench_locust.sweep.steps import STEP_COLUMNS
@@ -100,7 +101,8 @@ def options_of(parsed: argparse.Namespace | None) -> tuple[dict[str, Any], list[
             left_out.append(dest)
             continue
         if isinstance(value, str) and "://" in value:
-            value = shown_url(value)
+            # one URL, or several separated by commas (--server-metrics): each one's secrets hidden
+            value = ",".join(shown_url(url) for url in value.split(","))
         kept[dest] = json_safe(value)
     return kept, left_out
 
@@ -278,7 +280,7 @@ def build(
 
     entries = [request(r) for r in locust_rows]
     total = entries.pop()
-    settings_rate = getattr(environment.parsed_options, "request_rate", None)
+    settings = settings_of(environment)
     peak_users = max((s["user_count"] for s in history.samples), default=runner.user_count if runner else 0)
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -316,21 +318,14 @@ def build(
         "backend": "poolbench-locust",
         "endpoint_type": "poolbench-locust",
         "label": None,
-        "model_id": getattr(environment.parsed_options, "model", None) or None,
-        "tokenizer_id": getattr(environment.parsed_options, "tokenizer", None),
-        "request_rate": float(settings_rate) if settings_rate else "inf",
-        "burstiness": float(getattr(environment.parsed_options, "burstiness", 1.0) or 1.0),
-        "max_concurrency": _int_or_none(getattr(environment.parsed_options, "max_concurrency", None)),
+        "model_id": settings.model or None,
+        "tokenizer_id": settings.tokenizer,
+        "request_rate": settings.request_rate or "inf",
+        "burstiness": settings.burstiness,
+        "max_concurrency": settings.max_concurrency,
         **total["vllm"],
     }
     return document
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
-        return None
 
 
 def write(path: str, document: dict[str, Any]) -> None:

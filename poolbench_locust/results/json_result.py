@@ -14,7 +14,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.results import document
 from poolbench_locust.results.series import sample_while_running, series_of
 
@@ -37,7 +37,7 @@ def path_error(path: str) -> str | None:
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return  # a worker's figures reach the document through the master
-    path = getattr(environment.parsed_options, "json_result", None)
+    path = settings_of(environment).json_result
     if not path:
         return  # no blocks kept either: a run without a result pays nothing for it
     if (error := path_error(path)) is not None:

@@ -22,7 +22,7 @@ from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.metrics.table import csv_text
-from poolbench_locust.options import OptionError, parsed
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -59,13 +59,13 @@ def _start(environment: Environment, state: Scraping) -> None:
     state.scraper = None
     state.views = []
     try:
-        mode = parsed(environment.parsed_options, "--server-metrics")
-        interval = parsed(environment.parsed_options, "--server-metrics-interval")
+        settings = settings_of(environment)
     except OptionError as e:  # typed into the web UI's form: stop this run with the one line
         logger.error("%s", e)
         if environment.runner is not None:
             gevent.spawn(environment.runner.stop)
         return
+    mode, interval = settings.server_metrics, settings.server_metrics_interval
     if mode == "off" or not (urls := _urls(environment, mode)):
         return
     state.views = [ServerView(url, shown_url(url)) for url in urls]

@@ -12,7 +12,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.lifecycle import exit_early
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError, Settings, settings_of
 from poolbench_locust.sweep.steps import StepTable
 from poolbench_locust.workload.arrival import RATE_MESSAGE
 
@@ -76,7 +76,7 @@ class SweepShape(LoadTestShape):
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return
-    settings = Settings.from_options(environment.parsed_options)
+    settings = settings_of(environment)
     if not (settings.sweep_rates or settings.sweep_users):
         return
     try:

@@ -18,7 +18,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.host_probe import host_error, probed
-from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
+from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.start_checks import configuration_error
 from poolbench_locust.webform import secrets
 
@@ -38,16 +38,12 @@ def form_options(environment: Environment, form: Any) -> argparse.Namespace:
 
 
 def form_error(environment: Environment, form: Any) -> str | None:
-    """Why the run the form asks for cannot start, or None: every option of the registry parsed and
-    checked together (Settings), then the checks a run makes at start (start_checks.configuration_error: the
-    checks' and --slo's, each User class's plan with its access and limits), then the host."""
+    """Why the run the form asks for cannot start, or None: the checks a run makes at start
+    (start_checks.configuration_error: every option of the registry parsed and checked together with every
+    rule between them, as Settings; each User class's plan with its access and limits), then the host."""
     options = form_options(environment, form)
     host = str(form.get("host") or environment.host or "")
     options.host = host  # --count-tokens-with-server asks this host's /tokenize while it plans
-    try:
-        Settings.from_options(options)
-    except OptionError as e:
-        return str(e)
     if (error := configuration_error(environment, options)) is not None:
         return error
     if host and host != probed(environment).host:

@@ -28,7 +28,7 @@ from gevent.event import Event
 from gevent.queue import Queue
 from locust.event import Events
 
-from poolbench_locust.options import Settings
+from poolbench_locust.options import Settings, settings_of
 from poolbench_locust.store import Slot
 
 RATE_MESSAGE = "poolbench_rate"
@@ -188,7 +188,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 def _on_test_start(environment: Any, **_: Any) -> None:
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
-    open_loop_of(environment).reset(seed=int(getattr(environment.parsed_options, "seed", 0) or 0) * 1000 + worker)
+    open_loop_of(environment).reset(seed=settings_of(environment).seed * 1000 + worker)
 
 
 def _on_test_stop(environment: Any, **_: Any) -> None:

@@ -23,7 +23,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
@@ -42,7 +42,7 @@ class TraceSchedule:
 
     def arrivals(self, environment: Any) -> Iterator[tuple[float, int]]:
         """(perf_counter time due, line index) of this process's share of the lines, from now on."""
-        speed = Settings.from_options(environment.parsed_options).trace_speed
+        speed = settings_of(environment).trace_speed
         share = replay_of(environment).share
         index, count = share.of(environment)
         # With workers, their common start on the master's wall clock: no worker's spawn time shifts its share.
@@ -109,7 +109,7 @@ class Ending:
             return
         runner = environment.runner
         options = environment.parsed_options
-        settings = Settings.from_options(options)
+        settings = settings_of(environment)
         logger.info(
             "Trace over: the %d requests of %s were sent (in %.1f s, --trace-speed %g); ending the run",
             self.sent,
@@ -153,7 +153,7 @@ def trace_over(environment: Any, sent: int) -> None:
 
 def _configured(environment: Environment) -> bool:
     try:
-        return Settings.from_options(environment.parsed_options).trace is not None
+        return settings_of(environment).trace is not None
     except OptionError:
         return False  # said at start by poolbench_locust.start_checks
 

@@ -23,7 +23,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.options import non_negative
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
 logger = logging.getLogger("poolbench_locust")
@@ -85,10 +85,9 @@ def warmup_of(environment: Environment) -> Warmup:
 
 
 def _seconds(environment: Environment) -> float:
-    value = getattr(environment.parsed_options, "warmup", 0) or 0
-    try:  # a web UI's form sends text; a bad value is refused before the run (poolbench_locust.webform.validation)
-        return non_negative(str(value))
-    except Exception:
+    try:
+        return settings_of(environment).warmup
+    except OptionError:  # a bad value is refused before the run (start_checks, webform.validation)
         return 0.0
 
 
