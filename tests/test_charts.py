@@ -26,8 +26,8 @@ from poolbench_locust.metrics import pooling_reports
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.support.harness import options
-from tests.test_cli import ROOT, locust
-from tests.test_metrics import free_port
+from tests.support.locust_run import ROOT, run_locust
+from tests.support.ports import free_port
 
 CONTEXT = {"sequences": 2, "input_tokens": 10, "token_source": "server"}
 
@@ -192,10 +192,12 @@ def sweep_run(tmp_path_factory, mock_server_factory):
     mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
     out = tmp_path_factory.mktemp("sweep")
     prefix, report = out / "run", out / "report.html"
-    result = locust(
-        *("-f", "locustfiles/embeddings.py", "--host", mock.url, "--headless", "--only-summary"),
-        *("--input-len", "6", "--sweep-users", "1,2,4", "--sweep-step-time", "3"),
-        *("--csv", str(prefix), "--html", str(report)),
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--only-summary", "--input-len", "6", "--sweep-users", "1,2,4", "--sweep-step-time", "3"),
+        *("--html", str(report)),
+        host=mock.url,
+        csv=prefix,
         timeout=90,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -298,19 +300,23 @@ def test_a_history_longer_than_its_bound_still_draws_within_the_bound():
 def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
     mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
     port, web_port = str(free_port()), free_port()
-    common = ["-f", "locustfiles/embeddings.py", "--host", mock.url, "--input-len", "6"]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "locust", *common, "--worker", "--master-port", port],
+        locust_argv(
+            "locustfiles/embeddings.py", *("--input-len", "6", "--worker", "--master-port", port), host=mock.url
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     master = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "locust", *common, "--master", "--master-bind-port", port),
-            *("--expect-workers", "1", "--web-host", "127.0.0.1", "--web-port", str(web_port)),
-            *("--autostart", "-u", "2", "-r", "2", "-t", "25s", "--autoquit", "1"),
-        ],
+        locust_argv(
+            "locustfiles/embeddings.py",
+            *("--input-len", "6", "--master", "--master-bind-port", port, "--expect-workers", "1"),
+            *("--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "1"),
+            users=2,
+            run_time="25s",
+            host=mock.url,
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
