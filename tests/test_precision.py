@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.support.hostile import LISTENING
-from tests.support.locust_run import csv_rows, run_locust
+from tests.support.locust_run import ROOT, csv_rows, run_locust
 from tests.support.percentiles import PERCENTILES, nearest_rank
 from tests.support.ports import free_port
 from tests.support.trickle import SPLIT_MS
@@ -65,10 +64,12 @@ def test_e2e_figures_are_within_a_tenth_of_a_percent_of_the_servers_times(trickl
         "tests/support/recording_locustfile.py",
         *("--batch-size", "1", "--input-len", "3"),
         *(distributed if processes else []),
-        "--only-summary",
-        *("-u", "10", "-r", "10", "-t", "14s", "--stop-timeout", "15"),
-        *("--slo", f"e2e_ms={SPLIT_MS:g}", "--csv", str(prefix)),
+        "--only-summary",  # no table printed every 2 s while requests end: it would delay their clocks
+        *("--stop-timeout", "15", "--slo", f"e2e_ms={SPLIT_MS:g}"),
         host=trickle_server,
+        users=10,
+        run_time="14s",
+        csv=prefix,
         timeout=150,
         env={"RECORD_DIR": str(record)},
     )
