@@ -26,7 +26,7 @@ from poolbench_locust.metrics import pooling_reports
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.support.harness import options
-from tests.support.locust_run import ROOT, run_locust
+from tests.support.locust_run import ROOT, locust_argv, run_locust
 from tests.support.ports import free_port
 
 CONTEXT = {"sequences": 2, "input_tokens": 10, "token_source": "server"}
@@ -141,13 +141,13 @@ def web_environment(runner_kind: str = "local") -> tuple[Environment, Any]:
 
 
 @pytest.fixture
-def locust_argv(monkeypatch):
+def plain_sys_argv(monkeypatch):
     """Locust's index page parses sys.argv for the form's defaults: pytest's arguments are not its."""
     monkeypatch.setattr(sys, "argv", ["locust"])
 
 
 @pytest.mark.parametrize("runner_kind", ["local", "master"])
-def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
+def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, plain_sys_argv):
     env, runner = web_environment(runner_kind)
     try:
         stats, history = pooling_reports.stats_of(env), history_of(env)
@@ -173,7 +173,7 @@ def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
         runner.quit()
 
 
-def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(locust_argv):
+def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(plain_sys_argv):
     env, runner = web_environment()
     try:
         request(pooling_reports.stats_of(env), 80, 20)
