@@ -294,7 +294,8 @@ def test_a_history_longer_than_its_bound_still_draws_within_the_bound():
     fragment = live_fragment(environment)
     assert len(history.samples) <= MAX_SAMPLES
     assert all(len(line) <= 2 * svg.WIDTH for line in polylines(fragment))
-    assert json.dumps(history.samples)  # what /pooling/history serves is plain JSON
+    # What /pooling/history serves is plain JSON: it comes back as it went (a truthy json.dumps could not fail).
+    assert json.loads(json.dumps(history.samples)) == list(history.samples)
 
 
 def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
