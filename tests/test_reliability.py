@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -409,10 +410,10 @@ def assert_stops_at_start(result: Completed, message: str) -> None:
     assert "Aggregated" not in output, "no request was sent"
 
 
-def run_many(runs: list[list[str]]) -> list[Completed]:
+def run_many(runs: list[Callable[[], Completed]]) -> list[Completed]:
     """Locust processes side by side: each is mostly its import time, and these end at start."""
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda args: run_locust(None, *args, headless=False, timeout=60), runs))
+        return list(pool.map(lambda run: run(), runs))
 
 
 @pytest.mark.parametrize("source", ["flag", "env"])
@@ -449,27 +450,31 @@ def start_results(tmp_path_factory) -> dict[str, Completed]:
     its endpoint, each started as users start it (the web UI too)."""
     forgetful = tmp_path_factory.mktemp("locustfile") / "forgetful.py"
     forgetful.write_text(textwrap.dedent(NO_ENDPOINT))
-    embeddings, headless = ["-f", "locustfiles/embeddings.py"], ["--headless", "-t", "2s"]
+
+    def headless(host: str, *args: str, locustfile: str = "locustfiles/embeddings.py") -> Callable[[], Completed]:
+        return partial(run_locust, locustfile, *args, run_time="2s", host=host, timeout=60)
+
     with closed_port() as port, closed_port() as web_port:
         closed = f"http://127.0.0.1:{port}"
-        runs: dict[str, list[str]] = {
-            "no scheme": [*embeddings, *headless, "--host", "127.0.0.1:8000"],
-            "other scheme": [*embeddings, *headless, "--host", "ftp://127.0.0.1:21"],
-            "no host name": [*embeddings, *headless, "--host", "http://:8000"],
-            "port out of range": [*embeddings, *headless, "--host", "http://127.0.0.1:99999"],
-            "unresolvable name": [*embeddings, *headless, "--host", "http://pooling-server.invalid:8000"],
-            "closed port": [*embeddings, *headless, "--host", closed],
-            "closed port, web UI": [
-                *embeddings,
-                *("--host", closed, "--autostart", "-t", "2s"),
-                *f"--web-host 127.0.0.1 --web-port {web_port}".split(),
-            ],
-            "credentials hidden": [*embeddings, *headless, "--host", closed.replace("//", "//user:hunter2@")],
-            **{
-                f"combination {i}": [*embeddings, *headless, *args, "--host", closed]
-                for i, (args, _) in enumerate(COMBINATIONS)
-            },
-            "no endpoint": ["-f", str(forgetful), *headless, "--host", closed],
+        runs: dict[str, Callable[[], Completed]] = {
+            "no scheme": headless("127.0.0.1:8000"),
+            "other scheme": headless("ftp://127.0.0.1:21"),
+            "no host name": headless("http://:8000"),
+            "port out of range": headless("http://127.0.0.1:99999"),
+            "unresolvable name": headless("http://pooling-server.invalid:8000"),
+            "closed port": headless(closed),
+            "closed port, web UI": partial(
+                run_locust,
+                "locustfiles/embeddings.py",
+                *("--autostart", "--web-host", "127.0.0.1", "--web-port", str(web_port)),
+                headless=False,
+                run_time="2s",
+                host=closed,
+                timeout=60,
+            ),
+            "credentials hidden": headless(closed.replace("//", "//user:hunter2@")),
+            **{f"combination {i}": headless(closed, *args) for i, (args, _) in enumerate(COMBINATIONS)},
+            "no endpoint": headless(closed, locustfile=str(forgetful)),
         }
         return dict(zip(runs, run_many(list(runs.values())), strict=True))
 
