@@ -23,20 +23,22 @@ def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("locustfile", "args", "message"),
     [
         (
-            ["-f", "locustfiles/rerank.py", "--encoding-format", "bytes"],
+            "locustfiles/rerank.py",
+            ["--encoding-format", "bytes"],
             "--encoding-format: RerankUser (/rerank) cannot answer bytes; it answers float",
         ),
         (
-            ["-f", "locustfiles/tei.py", "--encoding-format", "base64"],
+            "locustfiles/tei.py",
+            ["--encoding-format", "base64"],
             "--encoding-format: TEIEmbedUser (/embed) cannot answer base64; it answers float",
         ),
     ],
 )
-def test_bad_combination_stops_at_start_with_one_line(args, message):
-    result = run_locust(None, *args, run_time="5s", host="http://127.0.0.1:9")
+def test_bad_combination_stops_at_start_with_one_line(locustfile, args, message):
+    result = run_locust(locustfile, *args, run_time="5s", host="http://127.0.0.1:9")
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
