@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CHILD_ENV, PYTHON, ROOT, Mock
-from tests.support.browser import Browser, free_port, wait_http
+from tests.support.browser import Browser, wait_http
+from tests.support.ports import free_port
 
 RESULTS = ROOT / "bench" / "results"
 LOCUST = str(Path(PYTHON).with_name("locust"))

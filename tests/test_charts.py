@@ -26,8 +26,8 @@ from poolbench_locust.metrics import pooling_reports
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.support.harness import options
-from tests.test_cli import ROOT, locust
-from tests.test_metrics import free_port
+from tests.support.locust_run import ROOT, locust_argv, run_locust
+from tests.support.ports import free_port
 
 CONTEXT = {"sequences": 2, "input_tokens": 10, "token_source": "server"}
 
@@ -141,13 +141,13 @@ def web_environment(runner_kind: str = "local") -> tuple[Environment, Any]:
 
 
 @pytest.fixture
-def locust_argv(monkeypatch):
+def plain_sys_argv(monkeypatch):
     """Locust's index page parses sys.argv for the form's defaults: pytest's arguments are not its."""
     monkeypatch.setattr(sys, "argv", ["locust"])
 
 
 @pytest.mark.parametrize("runner_kind", ["local", "master"])
-def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
+def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, plain_sys_argv):
     env, runner = web_environment(runner_kind)
     try:
         stats, history = pooling_reports.stats_of(env), history_of(env)
@@ -173,7 +173,7 @@ def test_the_web_ui_serves_the_history_and_draws_it(runner_kind, locust_argv):
         runner.quit()
 
 
-def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(locust_argv):
+def test_the_web_ui_report_holds_the_charts_before_the_pooling_table(plain_sys_argv):
     env, runner = web_environment()
     try:
         request(pooling_reports.stats_of(env), 80, 20)
@@ -192,10 +192,12 @@ def sweep_run(tmp_path_factory, mock_server_factory):
     mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
     out = tmp_path_factory.mktemp("sweep")
     prefix, report = out / "run", out / "report.html"
-    result = locust(
-        *("-f", "locustfiles/embeddings.py", "--host", mock.url, "--headless", "--only-summary"),
-        *("--input-len", "6", "--sweep-users", "1,2,4", "--sweep-step-time", "3"),
-        *("--csv", str(prefix), "--html", str(report)),
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--only-summary", "--input-len", "6", "--sweep-users", "1,2,4", "--sweep-step-time", "3"),
+        *("--html", str(report)),
+        host=mock.url,
+        csv=prefix,
         timeout=90,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -292,25 +294,30 @@ def test_a_history_longer_than_its_bound_still_draws_within_the_bound():
     fragment = live_fragment(environment)
     assert len(history.samples) <= MAX_SAMPLES
     assert all(len(line) <= 2 * svg.WIDTH for line in polylines(fragment))
-    assert json.dumps(history.samples)  # what /pooling/history serves is plain JSON
+    # What /pooling/history serves is plain JSON: it comes back as it went (a truthy json.dumps could not fail).
+    assert json.loads(json.dumps(history.samples)) == list(history.samples)
 
 
 def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
     mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
     port, web_port = str(free_port()), free_port()
-    common = ["-f", "locustfiles/embeddings.py", "--host", mock.url, "--input-len", "6"]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "locust", *common, "--worker", "--master-port", port],
+        locust_argv(
+            "locustfiles/embeddings.py", *("--input-len", "6", "--worker", "--master-port", port), host=mock.url
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     master = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "locust", *common, "--master", "--master-bind-port", port),
-            *("--expect-workers", "1", "--web-host", "127.0.0.1", "--web-port", str(web_port)),
-            *("--autostart", "-u", "2", "-r", "2", "-t", "25s", "--autoquit", "1"),
-        ],
+        locust_argv(
+            "locustfiles/embeddings.py",
+            *("--input-len", "6", "--master", "--master-bind-port", port, "--expect-workers", "1"),
+            *("--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "1"),
+            users=2,
+            run_time="25s",
+            host=mock.url,
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

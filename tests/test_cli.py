@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import csv
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from locust.argument_parser import get_parser
 
 import poolbench_locust.plugin  # noqa: F401
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def locust(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "locust", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def csv_rows(path: Path) -> dict[str, dict[str, str]]:
-    with path.open() as f:
-        return {row["Name"]: row for row in csv.DictReader(f)}
+from tests.support.locust_run import csv_rows, run_locust
 
 
 def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
     prefix = tmp_path / "demo"
-    result = locust("-f", "locustfiles/demo.py", "--headless", "-u", "4", "-r", "4", "-t", "3s", "--csv", str(prefix))
+    result = run_locust("locustfiles/demo.py", users=4, run_time="3s", csv=prefix)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "started the bundled mock server at http://127.0.0.1:" in result.stderr
     rows = csv_rows(Path(f"{prefix}_stats.csv"))
@@ -44,20 +23,22 @@ def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("locustfile", "args", "message"),
     [
         (
-            ["-f", "locustfiles/rerank.py", "--encoding-format", "bytes"],
+            "locustfiles/rerank.py",
+            ["--encoding-format", "bytes"],
             "--encoding-format: RerankUser (/rerank) cannot answer bytes; it answers float",
         ),
         (
-            ["-f", "locustfiles/tei.py", "--encoding-format", "base64"],
+            "locustfiles/tei.py",
+            ["--encoding-format", "base64"],
             "--encoding-format: TEIEmbedUser (/embed) cannot answer base64; it answers float",
         ),
     ],
 )
-def test_bad_combination_stops_at_start_with_one_line(args, message):
-    result = locust(*args, "--headless", "-t", "5s", "--host", "http://127.0.0.1:9")
+def test_bad_combination_stops_at_start_with_one_line(locustfile, args, message):
+    result = run_locust(locustfile, *args, run_time="5s", host="http://127.0.0.1:9")
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -73,14 +54,14 @@ def test_bad_combination_stops_at_start_with_one_line(args, message):
     ],
 )
 def test_bad_option_value_names_the_option(args, message):
-    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", *args)
+    result = run_locust("locustfiles/embeddings.py", *args, run_time="1s")
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_bad_value_from_the_environment_names_the_option():
-    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", env={"LOCUST_BATCH_SIZE": "none"})
+    result = run_locust("locustfiles/embeddings.py", run_time="1s", env={"LOCUST_BATCH_SIZE": "none"})
     assert result.returncode == 2
     assert "--batch-size: must be a whole number >= 1, got 'none'" in result.stderr
 

@@ -19,7 +19,7 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import cell, console_table
 from poolbench_locust.metrics.tokengap import MIN_REQUESTS, GapWatch
 from tests.support.hostile import LISTENING, response, serve_requests
-from tests.test_cli import ROOT, csv_rows, locust
+from tests.support.locust_run import ROOT, csv_rows, run_locust
 
 
 def _feed(stats: PoolingStats, n: int, server: int, client: int | None, name: str = "/embeddings") -> None:
@@ -99,10 +99,7 @@ def characters_server() -> Iterator[str]:
 def test_a_server_counting_characters_shows_in_the_console_and_the_log(characters_server: str, tmp_path) -> None:
     locustfile = tmp_path / "infinity_embeddings.py"
     locustfile.write_text("from poolbench_locust import InfinityEmbeddingsUser  # noqa: F401\n")
-    result = locust(
-        "-f", str(locustfile), "--host", characters_server, "--headless", "-u", "2", "-r", "2",
-        "-t", "3s", "--input-len", "8",
-    )  # fmt: skip
+    result = run_locust(str(locustfile), "--input-len", "8", host=characters_server, users=2, run_time="3s")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("Pooling statistics") :]
     assert "Client Tokens" in summary and "Token Gap %" in summary
@@ -112,7 +109,7 @@ def test_a_server_counting_characters_shows_in_the_console_and_the_log(character
 
 def test_the_demo_mock_splits_time_to_headers_and_transfer(tmp_path: Path) -> None:
     prefix = tmp_path / "demo"
-    result = locust("-f", "locustfiles/demo.py", "--headless", "-u", "4", "-r", "4", "-t", "3s", "--csv", str(prefix))
+    result = run_locust("locustfiles/demo.py", users=4, run_time="3s", csv=prefix)
     assert result.returncode == 0, result.stderr[-2000:]
     row = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
     ttfb, transfer, e2e = (float(row[f"{what} 50%"]) for what in ("TTFB", "Transfer", "E2E"))

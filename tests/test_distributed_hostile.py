@@ -11,7 +11,6 @@ import itertools
 import logging
 import socket
 import subprocess
-import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from locust.env import Environment
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
 from tests.support.hostile import read_request, response, server_process
+from tests.support.locust_run import ROOT, locust_argv, run_locust
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +32,7 @@ def _no_scrapes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCUST_SERVER_METRICS", "off")
 
 
-ROOT = Path(__file__).resolve().parent.parent
-LOCUST = (sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py")
+EMBEDDINGS = "locustfiles/embeddings.py"
 SHAPE = ("--batch-size", "2", "--input-len", "4")
 FIRST_HOSTILE = 100
 EVERY = 500
@@ -88,10 +87,11 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     with hostile_process("implausible_usage") as url:
-        common = [*LOCUST, "--host", url, *SHAPE]
         workers = [
             subprocess.Popen(
-                [*common, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
+                locust_argv(
+                    EMBEDDINGS, *SHAPE, *("--worker", "--master-host", "127.0.0.1", "--master-port", port), host=url
+                ),
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -100,14 +100,14 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
             for _ in range(2)
         ]
         try:
-            master = subprocess.run(
-                [
-                    *(*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port),
-                    *("--expect-workers", "2", "--headless", "-u", "4", "-r", "4", "-t", "8s", "--csv", str(prefix)),
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
+            master = run_locust(
+                EMBEDDINGS,
+                *(*SHAPE, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port),
+                *("--expect-workers", "2"),
+                host=url,
+                users=4,
+                run_time="8s",
+                csv=prefix,
                 timeout=120,
             )
             worker_logs = [w.communicate(timeout=30)[1] for w in workers]
@@ -140,15 +140,8 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
 def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path, loop):
     prefix = tmp_path / "end"
     with hostile_process("slow") as url:
-        result = subprocess.run(
-            [
-                *(*LOCUST, "--host", url, *SHAPE, "--headless", "-u", "4", "-r", "4", "-t", "2s", *loop),
-                *("--request-timeout", "5", "--csv", str(prefix)),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        result = run_locust(
+            EMBEDDINGS, *SHAPE, *loop, "--request-timeout", "5", host=url, users=4, run_time="2s", csv=prefix
         )
         count = served(url)
     row = aggregated(Path(f"{prefix}_stats.csv"))

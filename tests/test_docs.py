@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from locust.argument_parser import get_empty_argument_parser, get_parser, setup_parser_arguments
 
 import poolbench_locust.plugin  # noqa: F401  (importing the plugin puts its options on Locust's parser)
 from docsgen import options_page
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.locust_run import ROOT
 
 
 def plugin_actions() -> list:

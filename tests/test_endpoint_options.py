@@ -13,7 +13,7 @@ from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.start_checks import configuration_error
 from tests.support.harness import options
-from tests.test_cli import locust
+from tests.support.locust_run import run_locust
 
 CLASSES = [c for c in vars(users).values() if isinstance(c, type) and issubclass(c, EndpointUser) and not c.abstract]
 EMBEDDERS = {
@@ -105,10 +105,12 @@ def test_the_options_an_endpoint_honours_still_start() -> None:
 
 
 def test_infinity_with_a_dtype_it_cannot_send_stops_the_run_at_start() -> None:
-    result = locust(
-        "-f", "locustfiles/infinity.py", "--headless", "-t", "5s", "--host", "http://127.0.0.1:9",
-        "--encoding-format", "base64", "--embed-dtype", "float16", "--check-vectors",
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/infinity.py",
+        *("--encoding-format", "base64", "--embed-dtype", "float16", "--check-vectors"),
+        run_time="5s",
+        host="http://127.0.0.1:9",
+    )
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "--embed-dtype: InfinityEmbeddingsUser (/embeddings) cannot honour" in errors[0]

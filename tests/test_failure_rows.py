@@ -14,9 +14,9 @@ import pytest
 import requests
 
 from poolbench_locust.engine.failure_messages import DISTINCT_MESSAGES
+from tests.support.hostile import handler_process
+from tests.support.locust_run import run_locust
 from tests.support.webui import WebUI
-from tests.test_cli import locust
-from tests.test_hostile_transport import process_server
 
 PROCESSES = pytest.mark.parametrize("processes", [[], ["--processes", "2"]], ids=["one process", "2 workers"])
 
@@ -29,13 +29,17 @@ def own_rows(errors: list[str]) -> list[str]:
 @PROCESSES
 def test_the_end_of_warmup_clears_the_failure_rows(tmp_path, processes):
     prefix = tmp_path / "warm"
-    with process_server("unique_errors") as url:
-        done = locust(
-            "-f", "locustfiles/embeddings.py", "--host", url, "--headless", "--only-summary",
-            "-u", "2", "-r", "2", "-t", "7s", "--stop-timeout", "5", "--warmup", "4", "--csv", str(prefix),
+    with handler_process("unique_errors") as url:
+        done = run_locust(
+            "locustfiles/embeddings.py",
+            *("--only-summary", "--stop-timeout", "5", "--warmup", "4"),
             *processes,
+            host=url,
+            users=2,
+            run_time="7s",
+            csv=prefix,
             timeout=60,
-        )  # fmt: skip
+        )
     assert "Warm-up over" in done.stderr, done.stderr[-3000:]
     with open(f"{prefix}_failures.csv") as f:
         errors = [row["Error"] for row in csv.DictReader(f)]
@@ -64,7 +68,7 @@ def failure_messages(ui: WebUI) -> list[str]:
 
 @PROCESSES
 def test_reset_stats_clears_the_failure_rows(processes):
-    with process_server("unique_errors") as url, web_ui_against(url, *processes) as ui:
+    with handler_process("unique_errors") as url, web_ui_against(url, *processes) as ui:
         if processes:
             deadline = time.monotonic() + 20
             while len(ui.requests_json().get("workers") or []) < 2:

@@ -14,10 +14,9 @@ from poolbench_locust.metrics.table import rows
 from poolbench_locust.options import options_error
 from poolbench_locust.users import EmbeddingsUser
 from tests.support.harness import Run
-from tests.test_cli import csv_rows, locust
-from tests.test_metrics import LOAD
+from tests.support.locust_run import LOAD, csv_rows, run_locust
 
-HEADLESS = "--headless -u 2 -r 2 -t 2s --stop-timeout 5".split()  # requests in flight at the end finish
+STOP = ("--stop-timeout", "5")  # requests in flight at the end finish
 SLO = "e2e_ms=400,ttfb_ms=150"
 # (mock controls, times sent, meets the SLO). A request that meets it does so with 130 ms to spare,
 # and a crowded machine only makes requests slower, so none of them can land on the other side.
@@ -74,14 +73,14 @@ def test_a_request_without_a_time_to_headers_meets_no_bound_on_it():
     ],
 )
 def test_a_bad_slo_stops_the_run_at_start_naming_the_option(text, message):
-    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", "--slo", text)
+    result = run_locust("locustfiles/embeddings.py", "--slo", text, run_time="1s")
     assert result.returncode == 2
     assert "argument --slo: " in result.stderr and message in result.stderr, result.stderr[-1000:]
 
 
 def test_a_goodput_floor_without_an_slo_stops_the_run_at_start(mock_server):
     floor = ["--check-min-goodput", "1"]
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-t", "1s", *floor)
+    result = run_locust("locustfiles/embeddings.py", *floor, host=mock_server.url, run_time="1s")
     assert result.returncode == 1
     assert "--check-min-goodput: goodput counts the requests that met --slo: give --slo too" in result.stderr
     assert mock_server.stats()["requests"] == 0
@@ -91,7 +90,9 @@ def test_goodput_is_in_the_csv_the_console_and_the_html_report_and_names_its_flo
     report, prefix = tmp_path / "report.html", tmp_path / "run"
     slo = ["--slo", "e2e_ms=20000", "--check-min-goodput", "100000000"]
     outputs = ["--csv", str(prefix), "--html", str(report)]
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, *HEADLESS, *slo, *outputs)
+    result = run_locust(
+        "locustfiles/embeddings.py", *LOAD, *STOP, *slo, *outputs, users=2, run_time="2s", host=mock_server.url
+    )
     assert result.returncode == 3
     assert re.search(
         r"Check failed: --check-min-goodput 100000000: goodput was [\d.]+ requests/s "

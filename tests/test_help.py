@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from poolbench_locust.options import ALL_OPTIONS
-from tests.test_cli import ROOT
+from tests.support.locust_run import ROOT
 
 
 def poolbench_locust(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,16 +24,12 @@ from poolbench_locust.metrics.histogram import (
     locust_counts,
 )
 from poolbench_locust.metrics.table import rows
+from tests.support.percentiles import nearest_rank
 
 TOLERANCE = 0.001
 FRACTIONS = (0.001, 0.01, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
 times_ms = st.floats(min_value=LOWEST_MS, max_value=HIGHEST_MS, allow_nan=False)
 samples = st.lists(times_ms, min_size=1, max_size=400)
-
-
-def nearest_rank(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered), max(1, math.ceil(fraction * len(ordered) - 1e-9))) - 1]
 
 
 def fed(values: list[float], kind: type = Histogram) -> Any:

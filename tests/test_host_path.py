@@ -14,12 +14,13 @@ from poolbench_locust import EmbeddingsUser, RerankUser
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from tests.support.harness import options
-from tests.test_cli import locust
-from tests.test_preflight import HEADLESS, PREFLIGHT_ON
+from tests.support.locust_run import PREFLIGHT_ON, run_locust
 
 
 def test_a_host_ending_in_the_routes_first_segment_stops_at_start_before_any_request(mock_server):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", f"{mock_server.url}/v1", *HEADLESS, env=PREFLIGHT_ON)
+    result = run_locust(
+        "locustfiles/embeddings.py", users=2, run_time="2s", host=f"{mock_server.url}/v1", env=PREFLIGHT_ON
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert (
         f"--host: {mock_server.url}/v1 ends with /v1 and the route /v1/embeddings begins with it: requests would go "
@@ -54,8 +55,9 @@ def test_the_path_requested_is_the_hosts_path_and_the_route(suffix, requested):
 
 
 def test_the_preflight_names_the_path_it_requested(mock_server):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", f"{mock_server.url}/gateway", *HEADLESS,
-                    env=PREFLIGHT_ON)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", users=2, run_time="2s", host=f"{mock_server.url}/gateway", env=PREFLIGHT_ON
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert (
         "preflight: EmbeddingsUser (POST /gateway/v1/embeddings) failed: HTTP 404: Not Found: /gateway/v1/embeddings"
@@ -65,8 +67,9 @@ def test_the_preflight_names_the_path_it_requested(mock_server):
 @pytest.mark.parametrize(("suffix", "failed"), [("/gateway", True), ("/", False)])
 def test_the_stats_and_failures_name_the_path_requested(mock_server, tmp_path, suffix, failed):
     prefix = tmp_path / "run"
-    result = locust("-f", "locustfiles/embeddings.py", "--host", f"{mock_server.url}{suffix}", *HEADLESS,
-                    "--csv", str(prefix))  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", users=2, run_time="2s", host=f"{mock_server.url}{suffix}", csv=prefix
+    )
     assert result.returncode == (1 if failed else 0), result.stderr[-2000:]
     path = f"{suffix.rstrip('/')}/v1/embeddings"
     with open(f"{prefix}_stats.csv") as f:

@@ -12,13 +12,9 @@ import ctypes
 import gzip
 import itertools
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -32,9 +28,9 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.options import OptionError
 from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import (
-    LISTENING,
     HostileServer,
     Write,
+    handler_process,
     read_request,
     response,
     serve_in_writes,
@@ -42,7 +38,6 @@ from tests.support.hostile import (
 )
 from tests.support.hostile_handlers import VALID_EMBEDDING, gzip_of_zeros, valid_answers
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 1.5
 SLACK_S = 0.5
 """How far past --request-timeout a request may end: scheduling on a loaded 2-core machine."""
@@ -69,22 +64,6 @@ def peak_rss_growth() -> Iterator[dict[str, float]]:
     result: dict[str, float] = {}
     yield result
     result["mb"] = _hwm_mb() - before
-
-
-@contextlib.contextmanager
-def process_server(handler: str) -> Iterator[str]:
-    """tests/support/hostile_handlers.py's `handler`, served by a process of its own; yields its URL."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.support.hostile", f"tests.support.hostile_handlers:{handler}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, env=env)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith(LISTENING), line
-        yield line.removeprefix(LISTENING).strip()
-    finally:
-        proc.kill()
-        proc.wait(5)
 
 
 def then_valid(first: Callable[[socket.socket], None]) -> Callable[[socket.socket, int], None]:
@@ -115,7 +94,7 @@ def assert_next_succeeds(run: Run) -> None:
 
 
 def test_headers_streamed_forever_fail_at_the_header_bound():
-    with process_server("endless_header") as url, peak_rss_growth() as rss:
+    with handler_process("endless_header") as url, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, url, *ONE_INPUT)
         event, took = timed(run)
         assert failure_text(event) == "response headers larger than --max-header-kb (64 KiB)"
@@ -203,7 +182,7 @@ def test_the_bundled_mocks_metadata_header_of_a_large_bytes_batch_passes(mock_se
 
 
 def test_an_endless_header_on_a_large_bytes_batch_still_fails_at_its_bound():
-    with process_server("endless_header") as url, peak_rss_growth() as rss:
+    with handler_process("endless_header") as url, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, url, *BYTES_BATCH, "--batch-size", "1024", "--request-timeout", str(TIMEOUT_S))
         event, took = timed(run)
         bound_kib = 64 + 1024 * METADATA_ITEM_BYTES // 1024
@@ -220,7 +199,7 @@ def test_an_endless_header_on_a_large_bytes_batch_still_fails_at_its_bound():
 
 
 def test_an_endless_chunked_json_body_stops_at_max_body_mb():
-    with process_server("endless_chunked_json") as url, peak_rss_growth() as rss:
+    with handler_process("endless_chunked_json") as url, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, url, *ONE_INPUT, "--max-body-mb", "16")
         event, took = timed(run)
         assert failure_text(event) == "JSON body larger than --max-body-mb (16 MB)"
@@ -326,7 +305,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
 def test_a_server_closing_every_connection_after_its_answer_causes_no_failure():
     """The issue's case: no `Connection: close`, just the close, racing the client's next request."""
     stats = PoolingStats()
-    with process_server("close_after_answer") as url:
+    with handler_process("close_after_answer") as url:
         run = Run(EmbeddingsUser, url, *ONE_INPUT)
         run.env.events.request.add_listener(stats.on_request)
         for _ in range(200):
@@ -532,7 +511,7 @@ def test_inflating_a_binary_body_yields_to_other_users():
 
 
 def test_the_deadline_holds_when_the_body_arrives_as_fast_as_it_can():
-    with process_server("fast_binary") as url:
+    with handler_process("fast_binary") as url:
         run = Run(EmbeddingsUser, url, *ONE_INPUT, "--encoding-format", "bytes_only")
         event, took = timed(run)
         assert failure_text(event) == "timeout: the body did not end within --request-timeout"
@@ -543,7 +522,7 @@ def test_the_deadline_holds_when_the_body_arrives_as_fast_as_it_can():
 
 
 def test_the_deadline_holds_when_inflating_cannot_keep_up_with_the_sender():
-    with process_server("fast_gzip_binary") as url, peak_rss_growth() as rss:
+    with handler_process("fast_gzip_binary") as url, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, url, *ONE_INPUT, "--encoding-format", "bytes_only")
         event, took = timed(run)
         assert failure_text(event) == "timeout: the body did not end within --request-timeout"

@@ -12,7 +12,6 @@ import csv
 import os
 import struct
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,11 @@ from poolbench_locust.engine import failure_messages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from poolbench_locust.start_checks import configuration_error
+from tests.support.bad_then_good import BATCH, Responder, assert_failed_then_ok, bad_then_good
 from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import HostileServer, response, serve_requests
 
-BATCH = ["--batch-size", "2", "--input-len", "4"]
 SECRET = "sk-hostile-SECRET-0123456789"
-
-Responder = Callable[[bytes, bytes, int], bytes | None]
 
 
 def embeddings(vectors: list[Any] | None = None, usage: Any = 8, **extra: Any) -> bytes:
@@ -41,31 +38,6 @@ def embeddings(vectors: list[Any] | None = None, usage: Any = 8, **extra: Any) -
     if usage is not ...:
         doc["usage"] = {"prompt_tokens": usage, "total_tokens": 8}
     return response(200, orjson.dumps(doc))
-
-
-def first_bad_then(bad: bytes, good: bytes) -> Responder:
-    """Answers the first request with `bad`, every later one with `good`."""
-    return lambda _head, _body, n: bad if n == 0 else good
-
-
-def bad_then_good(user: type, bad: bytes, good: bytes, *args: str) -> tuple[dict[str, Any], dict[str, Any], Run]:
-    """The events of one request answered `bad` and the next answered `good`, on the same user."""
-    server = HostileServer(serve_requests(first_bad_then(bad, good)))
-    try:
-        run = Run(user, server.url, *BATCH, "--request-timeout", "3", *args)
-        run.env.create_local_runner()  # Locust's own stats listen from here: its failures table
-        return run.one(), run.one(), run
-    finally:
-        server.close()
-
-
-def assert_failed_then_ok(user: type, bad: bytes, good: bytes, expected: str, *args: str) -> str:
-    failed, ok, _ = bad_then_good(user, bad, good, *args)
-    message = failure_text(failed)
-    assert expected in message, message
-    assert "input_tokens" not in failed["context"], "a failed request adds no tokens"
-    assert ok["exception"] is None, failure_text(ok)
-    return message
 
 
 # ---- 11.3: implausible token counts ----------------------------------------------------------------

@@ -46,6 +46,7 @@ from locust.argument_parser import default_args_dict
 
 from poolbench_locust.metrics.checks import EXIT_CODE
 from poolbench_locust.options import ALL_OPTIONS
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "k8s"
@@ -153,12 +154,6 @@ def image() -> tuple[list[str], dict[str, str]]:
     text = (REPO / "Dockerfile").read_text()
     entrypoint = json.loads(re.findall(r"^ENTRYPOINT (\[.*\])$", text, re.M)[-1])
     return entrypoint, dict(re.findall(r"^ENV (\w+)=(\S*)$", text, re.M))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCAL, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -24,8 +24,8 @@ from poolbench_locust.engine import answer_checks
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.lazyjson import Numbers
 from poolbench_locust.options import Settings
+from tests.support.bad_then_good import assert_failed_then_ok
 from tests.support.hostile import response
-from tests.test_hostile_values import assert_failed_then_ok
 
 
 def plain(value: Any) -> Any:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support.locust_run import locust_argv
 from tests.support.processes import run_and_find_leftovers
 
-ROOT = Path(__file__).parent.parent
-RUN = ["-f", "locustfiles/embeddings.py", "--headless", "--processes", "2", "-r", "2", "-t", "20s", "--no-preflight"]
+RUN = ("--processes", "2", "-r", "2", "--no-preflight")
 
 
 @pytest.mark.parametrize(
@@ -24,7 +23,8 @@ RUN = ["-f", "locustfiles/embeddings.py", "--headless", "--processes", "2", "-r"
     ids=["unwritable-json-result", "sweep-rates-without-users"],
 )
 def test_an_early_exit_leaves_no_worker_behind(args, option, said):
-    code, output, left = run_and_find_leftovers([*RUN, *args], ROOT)
+    argv = locust_argv("locustfiles/embeddings.py", *RUN, *args, headless=True, run_time="20s")
+    code, output, left = run_and_find_leftovers(argv)
     assert code == 1, output[-2000:]
     assert option in output and said in output, output[-2000:]
     assert "--run-time limit reached" not in output, "the run stopped at start, not at its end"

@@ -5,9 +5,7 @@ from __future__ import annotations
 import csv
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,37 +14,17 @@ from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
 from poolbench_locust.metrics import collector
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.test_cli import ROOT, csv_rows, locust
-
-LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def assert_pooling_csv_matches(prefix: Path, mock_stats: dict) -> dict[str, dict[str, str]]:
-    pooling = csv_rows(Path(f"{prefix}_pooling.csv"))
-    locust_rows = csv_rows(Path(f"{prefix}_stats.csv"))
-    assert int(pooling["Aggregated"]["Input Tokens"]) == mock_stats["prompt_tokens"] > 0
-    assert int(pooling["Aggregated"]["Sequences"]) == mock_stats["sequences"]
-    for name, row in locust_rows.items():
-        assert pooling[name]["Request Count"] == row["Request Count"], name
-        assert pooling[name]["Failure Count"] == row["Failure Count"], name
-    return pooling
+from tests.support.locust_run import LOAD, ROOT, locust_argv, run_locust
+from tests.support.pooling_csv import assert_pooling_csv_matches
+from tests.support.ports import free_port
 
 
 def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, tmp_path):
     prefix = tmp_path / "dist"
     port = str(free_port())
-    common = ["-f", "locustfiles/demo.py", "--host", mock_server.url, *LOAD]
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "locust", *common, "--worker", "--master-port", port],
+            locust_argv("locustfiles/demo.py", *LOAD, *("--worker", "--master-port", port), host=mock_server.url),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -54,24 +32,14 @@ def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, 
         for _ in range(2)
     ]
     try:
-        result = locust(
-            *common,
-            "--master",
-            "--master-bind-port",
-            port,
-            "--headless",
-            "--expect-workers",
-            "2",
-            "-u",
-            "6",
-            "-r",
-            "6",
-            "-t",
-            "4s",
-            "--stop-timeout",
-            "5",
-            "--csv",
-            str(prefix),
+        result = run_locust(
+            "locustfiles/demo.py",
+            *LOAD,
+            *("--master", "--master-bind-port", port, "--expect-workers", "2", "--stop-timeout", "5"),
+            host=mock_server.url,
+            users=6,
+            run_time="4s",
+            csv=prefix,
             timeout=90,
         )
     finally:
@@ -85,25 +53,14 @@ def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, 
 
 def test_processes_two_count_exactly_what_the_mock_served(mock_server, tmp_path):
     prefix = tmp_path / "procs"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/demo.py",
-        "--host",
-        mock_server.url,
         *LOAD,
-        "--processes",
-        "2",
-        "--headless",
-        "-u",
-        "6",
-        "-r",
-        "6",
-        "-t",
-        "4s",
-        "--stop-timeout",
-        "5",
-        "--csv",
-        str(prefix),
+        *("--processes", "2", "--stop-timeout", "5"),
+        host=mock_server.url,
+        users=6,
+        run_time="4s",
+        csv=prefix,
         timeout=90,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -115,25 +72,14 @@ def test_processes_two_count_exactly_what_the_mock_served(mock_server, tmp_path)
 
 def test_one_process_html_report_holds_the_pooling_table(mock_server, tmp_path):
     prefix, report = tmp_path / "one", tmp_path / "report.html"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/embeddings.py",
-        "--host",
-        mock_server.url,
         *LOAD,
-        "--headless",
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "3s",
-        "--stop-timeout",
-        "5",
-        "--csv",
-        str(prefix),
-        "--html",
-        str(report),
+        *("--stop-timeout", "5", "--html", str(report)),
+        host=mock_server.url,
+        users=2,
+        run_time="3s",
+        csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     pooling = assert_pooling_csv_matches(prefix, mock_server.stats())
@@ -149,27 +95,13 @@ def test_one_process_html_report_holds_the_pooling_table(mock_server, tmp_path):
 def test_web_ui_shows_the_pooling_rows_live(mock_server):
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
+        locust_argv(
             "locustfiles/embeddings.py",
-            "--host",
-            mock_server.url,
-            *LOAD,
-            "--web-host",
-            "127.0.0.1",
-            "--web-port",
-            str(port),
-            "--autostart",
-            "-u",
-            "2",
-            "-r",
-            "2",
-            "-t",
-            "30s",
-        ],
+            *(*LOAD, "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart"),
+            users=2,
+            run_time="30s",
+            host=mock_server.url,
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -215,21 +147,7 @@ def test_checks_set_the_exit_code(mock_server_factory, check, passes):
     # 2 ms to the headers: a mock answering in under 0.5 ms has a p95 Locust rounds to 0, which no
     # --check-p95-ms can exceed.
     mock_server = mock_server_factory("--ttfb-ms", "2")
-    result = locust(
-        "-f",
-        "locustfiles/embeddings.py",
-        "--host",
-        mock_server.url,
-        *LOAD,
-        "--headless",
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "2s",
-        *check,
-    )
+    result = run_locust("locustfiles/embeddings.py", *LOAD, *check, host=mock_server.url, users=2, run_time="2s")
     if passes:
         assert result.returncode == 0, result.stderr[-2000:]
         assert "Check failed" not in result.stderr
@@ -240,21 +158,8 @@ def test_checks_set_the_exit_code(mock_server_factory, check, passes):
 
 def test_failed_check_of_fail_ratio_names_the_counts(mock_server_factory):
     mock = mock_server_factory("--fault", "status-503=0.5", "--seed", "3")
-    result = locust(
-        "-f",
-        "locustfiles/embeddings.py",
-        "--host",
-        mock.url,
-        *LOAD,
-        "--headless",
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "2s",
-        "--check-fail-ratio",
-        "0.1",
+    result = run_locust(
+        "locustfiles/embeddings.py", *LOAD, "--check-fail-ratio", "0.1", host=mock.url, users=2, run_time="2s"
     )
     assert result.returncode == 3
     assert re.search(r"Check failed: --check-fail-ratio 0.1: \d+ of \d+ failed", result.stderr)

@@ -21,8 +21,8 @@ from poolbench_locust.metrics.client_board import Board, _row
 from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.pacing import PaceFigures, Refused, Watcher, parse
 from poolbench_locust.workload.arrival import OpenLoop
+from tests.support.locust_run import csv_rows, run_locust
 from tests.support.webui import WebUI
-from tests.test_cli import csv_rows, locust
 
 LOAD = ["--input-len", "6", "--batch-size", "1"]
 SLOW_SERVER = ("--ttfb-ms", "50")
@@ -39,12 +39,17 @@ def by(path: Path, key: str) -> dict[str, dict[str, str]]:
         return {row[key]: row for row in csv.DictReader(f)}
 
 
-def run(url: str, tmp_path: Path, *args: str, locustfile: str = "locustfiles/embeddings.py") -> Any:
+def run(url: str, tmp_path: Path, *args: str, locustfile: str = "locustfiles/embeddings.py", **given: Any) -> Any:
     prefix = tmp_path / "run"
-    result = locust(
-        "-f", locustfile, "--host", url, *LOAD, "--headless", "--stop-timeout", "5",
-        "--csv", str(prefix), "--json-result", str(tmp_path / "result.json"), *args, timeout=120,
-    )  # fmt: skip
+    result = run_locust(
+        locustfile,
+        *(*LOAD, "--stop-timeout", "5", *args),
+        host=url,
+        csv=prefix,
+        json_result=tmp_path / "result.json",
+        timeout=120,
+        **given,
+    )
     document = json.loads((tmp_path / "result.json").read_text())
     return result, prefix, document
 
@@ -55,9 +60,12 @@ def test_a_rate_the_client_cannot_reach_is_said_during_the_run_and_after_and_fai
     mock = mock_server_factory(*SLOW_SERVER)
     # 4 slots against a 50 ms server send 80 requests/s at most: a twentieth of the 1,600 asked for.
     result, prefix, document = run(
-        mock.url, tmp_path, "-u", "4", "-r", "4", "-t", "9s", "--request-rate", "1600",
-        "--check-min-rate-ratio", "0.9", "--server-metrics-interval", "1",
-    )  # fmt: skip
+        mock.url,
+        tmp_path,
+        *("--request-rate", "1600", "--check-min-rate-ratio", "0.9", "--server-metrics-interval", "1"),
+        users=4,
+        run_time="9s",
+    )
     assert result.returncode == 3, result.stderr[-3000:]
     said = FELL_BEHIND.findall(result.stderr)
     assert [w[3] for w in said] == ["last 3 s", "whole run"], result.stderr[-3000:]  # once during, once after
@@ -87,9 +95,12 @@ def test_a_rate_the_client_reaches_says_nothing_and_passes_the_check(mock_server
     mock = mock_server_factory(*SLOW_SERVER)
     # 8 slots against a 50 ms server send up to 160 requests/s: 20 is an eighth of it.
     result, prefix, document = run(
-        mock.url, tmp_path, "-u", "8", "-r", "8", "-t", "8s", "--request-rate", "20",
-        "--check-min-rate-ratio", "0.9", "--server-metrics-interval", "1",
-    )  # fmt: skip
+        mock.url,
+        tmp_path,
+        *("--request-rate", "20", "--check-min-rate-ratio", "0.9", "--server-metrics-interval", "1"),
+        users=8,
+        run_time="8s",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "fell behind" not in result.stderr and "Check failed" not in result.stderr
     (row,) = by(Path(f"{prefix}_client_load.csv"), "Process").values()
@@ -103,9 +114,12 @@ def test_a_rate_the_client_reaches_says_nothing_and_passes_the_check(mock_server
 def test_with_processes_each_workers_rate_reaches_the_master(mock_server_factory, tmp_path):
     mock = mock_server_factory(*SLOW_SERVER)
     result, prefix, _ = run(
-        mock.url, tmp_path, "-u", "4", "-r", "4", "-t", "9s", "--request-rate", "1600", "--processes", "2",
-        "--check-min-rate-ratio", "0.9",
-    )  # fmt: skip
+        mock.url,
+        tmp_path,
+        *("--request-rate", "1600", "--processes", "2", "--check-min-rate-ratio", "0.9"),
+        users=4,
+        run_time="9s",
+    )
     assert result.returncode == 3, result.stderr[-3000:]
     rows = by(Path(f"{prefix}_client_load.csv"), "Process")
     assert set(rows) == {"master", "worker 0", "worker 1", "Total"}, rows
@@ -145,7 +159,7 @@ def test_a_process_kept_busy_is_warned_once_with_its_peak_cpu(mock_server_factor
         pytest.skip(f"this machine gives a busy process {given:.0f} % of a core now: none can stay above 90 %")
     mock = mock_server_factory()
     result, prefix, document = run(
-        mock.url, tmp_path, "-u", "1", "-r", "1", "-t", "8s", locustfile="tests/support/busy_locustfile.py"
+        mock.url, tmp_path, users=1, run_time="8s", locustfile="tests/support/busy_locustfile.py"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("The client's CPU stayed above 90 % on local") == 1, result.stderr[-3000:]
@@ -178,22 +192,21 @@ def test_a_cpu_that_stays_above_90_percent_is_warned_once_and_a_spike_never(capl
 
 def test_an_idle_process_is_not_warned(mock_server_factory, tmp_path):
     mock = mock_server_factory(*SLOW_SERVER)
-    result, _, document = run(mock.url, tmp_path, "-u", "1", "-r", "1", "-t", "5s")
+    result, _, document = run(mock.url, tmp_path, users=1, run_time="5s")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "CPU stayed above" not in result.stderr
     assert document["client_load"]["rows"][0]["Peak CPU %"] is not None
 
 
 def test_the_rate_check_needs_an_open_loop_and_a_ratio(mock_server):
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-t", "1s",
-        "--check-min-rate-ratio", "0.9",
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", "--check-min-rate-ratio", "0.9", host=mock_server.url, run_time="1s"
+    )
     assert result.returncode == 1
     assert "--check-min-rate-ratio: the rate sent is an open loop's: give --request-rate or --sweep-rates" in (
         result.stderr
     )
-    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", "--check-min-rate-ratio", "2")
+    result = run_locust("locustfiles/embeddings.py", "--check-min-rate-ratio", "2", run_time="1s")
     assert result.returncode == 2 and "argument --check-min-rate-ratio: must be a ratio from 0 to 1" in result.stderr
 
 

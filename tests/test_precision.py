@@ -5,7 +5,6 @@ merged by their master."""
 from __future__ import annotations
 
 import json
-import math
 import select
 import statistics
 import subprocess
@@ -16,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.support.hostile import LISTENING
+from tests.support.locust_run import ROOT, csv_rows, run_locust
+from tests.support.percentiles import PERCENTILES, nearest_rank
+from tests.support.ports import free_port
 from tests.support.trickle import SPLIT_MS
-from tests.test_cli import csv_rows, locust
-from tests.test_metrics import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -30,12 +29,6 @@ def _no_scrapes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 TOLERANCE = 0.001
-PERCENTILES = ("50%", "90%", "95%", "99%")
-
-
-def nearest_rank(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered), max(1, math.ceil(fraction * len(ordered) - 1e-9))) - 1]
 
 
 @pytest.fixture
@@ -67,17 +60,16 @@ def test_e2e_figures_are_within_a_tenth_of_a_percent_of_the_servers_times(trickl
     record.mkdir()
     port = str(free_port())  # not Locust's default 5557, which another run on the machine may hold
     distributed = ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
-    result = locust(
-        "-f",
+    result = run_locust(
         "tests/support/recording_locustfile.py",
-        "--host",
-        trickle_server,
         *("--batch-size", "1", "--input-len", "3"),
         *(distributed if processes else []),
-        "--headless",
         "--only-summary",  # no table printed every 2 s while requests end: it would delay their clocks
-        *("-u", "10", "-r", "10", "-t", "14s", "--stop-timeout", "15"),
-        *("--slo", f"e2e_ms={SPLIT_MS:g}", "--csv", str(prefix)),
+        *("--stop-timeout", "15", "--slo", f"e2e_ms={SPLIT_MS:g}"),
+        host=trickle_server,
+        users=10,
+        run_time="14s",
+        csv=prefix,
         timeout=150,
         env={"RECORD_DIR": str(record)},
     )

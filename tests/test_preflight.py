@@ -15,11 +15,8 @@ import orjson
 import pytest
 
 from tests.support.hostile import LISTENING, response, serve_requests
-from tests.test_cli import ROOT, csv_rows, locust
-from tests.test_metrics import free_port
-
-PREFLIGHT_ON = {"LOCUST_NO_PREFLIGHT": "false"}  # tests/conftest.py turns it off for the rest of the suite
-HEADLESS = ("--headless", "-u", "2", "-r", "2", "-t", "2s")
+from tests.support.locust_run import PREFLIGHT_ON, ROOT, csv_rows, locust_argv, run_locust
+from tests.support.ports import free_port
 
 
 def _fastapi_422(head: bytes, body: bytes, n: int) -> bytes:
@@ -53,8 +50,15 @@ def hostile_process(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_a_wrong_route_stops_the_run_at_once_with_the_servers_message(mock_server):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--endpoint-path", "/v1/embedz",
-                    *HEADLESS, env=PREFLIGHT_ON)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        "--endpoint-path",
+        "/v1/embedz",
+        users=2,
+        run_time="2s",
+        host=mock_server.url,
+        env=PREFLIGHT_ON,
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert (
         "preflight: EmbeddingsUser (POST /v1/embedz) failed: HTTP 404: Not Found: /v1/embedz "
@@ -65,8 +69,15 @@ def test_a_wrong_route_stops_the_run_at_once_with_the_servers_message(mock_serve
 
 
 def test_no_preflight_sends_the_run_as_before(mock_server, tmp_path):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--endpoint-path", "/v1/embedz",
-                    *HEADLESS, "--no-preflight", "--csv", str(tmp_path / "r"), env=PREFLIGHT_ON)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--endpoint-path", "/v1/embedz", "--no-preflight"),
+        users=2,
+        run_time="2s",
+        host=mock_server.url,
+        csv=tmp_path / "r",
+        env=PREFLIGHT_ON,
+    )
     assert "preflight" not in result.stderr
     row = csv_rows(tmp_path / "r_stats.csv")["Aggregated"]
     assert int(row["Failure Count"]) == int(row["Request Count"]) > 2
@@ -74,8 +85,15 @@ def test_no_preflight_sends_the_run_as_before(mock_server, tmp_path):
 
 @pytest.mark.parametrize("hostile_process", ["answer_422"], indirect=True)
 def test_an_encoding_the_server_rejects_422_stops_the_run(hostile_process):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", hostile_process, "--encoding-format", "base64",
-                    *HEADLESS, env=PREFLIGHT_ON)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        "--encoding-format",
+        "base64",
+        users=2,
+        run_time="2s",
+        host=hostile_process,
+        env=PREFLIGHT_ON,
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert "preflight: EmbeddingsUser (POST /v1/embeddings) failed: HTTP 422: " in result.stderr
     assert "Input should be 'float'" in result.stderr
@@ -83,7 +101,7 @@ def test_an_encoding_the_server_rejects_422_stops_the_run(hostile_process):
 
 @pytest.mark.parametrize("hostile_process", ["answer_huge_400"], indirect=True)
 def test_a_huge_error_message_is_cut_in_the_line_that_stops_the_run(hostile_process):
-    result = locust("-f", "locustfiles/embeddings.py", "--host", hostile_process, *HEADLESS, env=PREFLIGHT_ON)
+    result = run_locust("locustfiles/embeddings.py", users=2, run_time="2s", host=hostile_process, env=PREFLIGHT_ON)
     assert result.returncode == 1
     line = next(line for line in result.stderr.splitlines() if "preflight:" in line)
     assert "HTTP 400: xxx" in line and len(line) < 1000
@@ -91,8 +109,9 @@ def test_a_huge_error_message_is_cut_in_the_line_that_stops_the_run(hostile_proc
 
 def test_a_server_error_is_logged_and_the_run_goes_on(mock_server_factory, tmp_path):
     mock = mock_server_factory("--fault", "status-503=1")
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock.url, *HEADLESS, "--csv", str(tmp_path / "r"),
-                    env=PREFLIGHT_ON)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", users=2, run_time="2s", host=mock.url, csv=tmp_path / "r", env=PREFLIGHT_ON
+    )
     assert re.search(
         r"WARNING/poolbench_locust: preflight: EmbeddingsUser .*HTTP 503: .*the run goes on", result.stderr
     )
@@ -103,8 +122,20 @@ def test_distributed_the_master_sends_it_once(mock_server, tmp_path):
     prefix, port = tmp_path / "dist", str(free_port())
     # --processes forks workers that connect to --master-port: both set, away from Locust's 5557
     ports = ("--master-bind-port", port, "--master-port", port)
-    result = locust("-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--processes", "2", *ports,
-                    *HEADLESS, "--stop-timeout", "5", "--csv", str(prefix), env=PREFLIGHT_ON, timeout=90)  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        "--processes",
+        "2",
+        *ports,
+        "--stop-timeout",
+        "5",
+        users=2,
+        run_time="2s",
+        host=mock_server.url,
+        csv=prefix,
+        env=PREFLIGHT_ON,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     counted = int(csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]["Request Count"])
     assert mock_server.stats()["requests"] == counted + 1
@@ -119,10 +150,20 @@ def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
     port = free_port()
     log = (tmp_path / "locust.log").open("w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--endpoint-path", "/v1/embedz",
-         "--web-host", "127.0.0.1", "--web-port", str(port)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **PREFLIGHT_ON},
-    )  # fmt: skip
+        locust_argv(
+            "locustfiles/embeddings.py",
+            "--endpoint-path",
+            "/v1/embedz",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+        ),
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **PREFLIGHT_ON},
+    )
     try:
         base, deadline, state = f"http://127.0.0.1:{port}", time.monotonic() + 30, None
         while time.monotonic() < deadline:
@@ -138,7 +179,7 @@ def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
             if (state := stats["state"]) == "stopped":
                 break
         assert state == "stopped"
-        # The form's run is stopped from test_start, as hooks' own check does: the users spawned in that
+        # The form's run is stopped from test_start, as start_checks.py's own check does: the users spawned in that
         # moment may send requests before the stop (about 30 in one run on this machine).
         log.seek(0)
         assert "preflight: EmbeddingsUser (POST /v1/embedz) failed: HTTP 404: Not Found: /v1/embedz" in log.read()

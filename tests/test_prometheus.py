@@ -4,13 +4,10 @@ keep their promises in-process."""
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import random
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,47 +24,12 @@ from poolbench_locust.exporter import series
 from poolbench_locust.exporter.prometheus_endpoint import Exporter
 from poolbench_locust.metrics.collector import SOURCES, Entry, stats_of
 from poolbench_locust.metrics.histogram import Histogram
+from tests.support.grafana_dashboard import LINGER_S, assert_the_dashboard_has_data
 from tests.support.harness import options
-from tests.support.prometheus_server import Prometheus, free_port, prometheus
+from tests.support.locust_run import ROOT, csv_rows, locust_argv, run_locust, wait_for_log
+from tests.support.prometheus_server import free_port, prometheus
 
-ROOT = Path(__file__).resolve().parent.parent
-DASHBOARD = ROOT / "k8s" / "components" / "prometheus-operator" / "grafana-dashboard.json"
-LINGER_S = 10
 RUN_TIMEOUT_S = 120
-
-
-def read_csv(path: Path) -> dict[str, dict[str, str]]:
-    with path.open(newline="") as f:
-        return {row["Name"]: row for row in csv.DictReader(f)}
-
-
-def dashboard_exprs() -> list[str]:
-    board = json.loads(DASHBOARD.read_text())
-    return [t["expr"] for p in board["panels"] for t in p["targets"]]
-
-
-def assert_the_dashboard_has_data(prom: Prometheus, at: float, client_job: str, server_job: str) -> None:
-    """Each job is the one its variable finds, and every expression of the dashboard has data, all finite."""
-    board = json.loads(DASHBOARD.read_text())
-    variables = {v["name"]: v for v in board["templating"]["list"]}
-    for name, job in (("client_job", client_job), ("server_job", server_job)):
-        metric = variables[name]["definition"].removeprefix("label_values(").split(",")[0]
-        assert {r["metric"]["job"] for r in prom.query(metric, at)} == {job}
-    for expr in dashboard_exprs():
-        concrete = (
-            expr.replace("$client_job", client_job).replace("$server_job", server_job).replace("$__rate_interval", "1m")
-        )
-        result = prom.query(concrete, at)
-        assert result, f"no data for the dashboard's {expr}"
-        assert all(math.isfinite(float(r["value"][1])) for r in result), (expr, result)
-
-
-def wait_for(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in path.read_text(errors="replace"):
-        assert proc.poll() is None, f"locust ended before {text!r}:\n{path.read_text(errors='replace')[-4000:]}"
-        assert time.monotonic() < deadline, f"no {text!r} within {timeout} s:\n{path.read_text(errors='replace')}"
-        time.sleep(0.2)
 
 
 def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_path: Path) -> None:
@@ -78,19 +40,23 @@ def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_pa
     jobs = {"poolbench": f"127.0.0.1:{port}", "model-server": f"127.0.0.1:{mock_server.port}"}
     with prometheus(jobs, tmp_path / "prometheus") as prom:
         log = tmp_path / "locust.log"
-        argv = [
-            *(sys.executable, "-m", "locust", "-f", "locustfiles/demo.py", "--headless", "--only-summary"),
-            *("-u", "8", "-r", "8", "-t", "8s", "--request-rate", "40", "--processes", "2", "--warmup", "2"),
-            *("--host", mock_server.url, "--csv", str(tmp_path / "run")),
+        argv = locust_argv(
+            "locustfiles/demo.py",
+            *("--only-summary", "--request-rate", "40", "--processes", "2", "--warmup", "2"),
             *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-linger", str(LINGER_S)),
-        ]
+            headless=True,
+            users=8,
+            run_time="8s",
+            host=mock_server.url,
+            csv=tmp_path / "run",
+        )
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_for(log, "for a last scrape", proc, RUN_TIMEOUT_S)
+            wait_for_log(log, "for a last scrape", proc, RUN_TIMEOUT_S)
             time.sleep(3)  # three scrapes of the final figures
             at = time.time()
-            pooling = read_csv(tmp_path / "run_pooling.csv")
+            pooling = csv_rows(tmp_path / "run_pooling.csv")
             total = pooling.pop("Aggregated")
             assert len(pooling) == 2 and int(total["Request Count"]) > 50, pooling
 
@@ -138,16 +104,13 @@ def test_a_busy_port_stops_the_run_at_start_naming_the_option(mock_server: Any, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--headless", "-u", "1"),
-                *("-t", "30s", "--host", mock_server.url, "--prometheus-port", str(port)),
-                *("--prometheus-host", "127.0.0.1"),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = run_locust(
+            "locustfiles/embeddings.py",
+            *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1"),
+            users=1,
+            spawn_rate=1,
+            run_time="30s",
+            host=mock_server.url,
         )
     assert done.returncode == 1, done.stderr
     assert f"--prometheus-port {port}: cannot listen on 127.0.0.1:{port}" in done.stderr
@@ -156,13 +119,7 @@ def test_a_busy_port_stops_the_run_at_start_naming_the_option(mock_server: Any, 
 
 @pytest.mark.parametrize("value", ["0", "70000", "http"])
 def test_a_bad_port_stops_the_run_at_start(value: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--headless", "--prometheus-port", value],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_locust("locustfiles/embeddings.py", "--prometheus-port", value)
     assert done.returncode == 2 and "--prometheus-port" in done.stderr, done.stderr
 
 

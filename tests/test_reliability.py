@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,12 @@ from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.webform import secrets
+from tests.support.bad_values import BAD_VALUES
 from tests.support.harness import options
-from tests.test_cli import ROOT, csv_rows, locust
-from tests.test_metrics import assert_pooling_csv_matches, free_port
+from tests.support.locust_run import ROOT, Completed, csv_rows, locust_argv, run_locust
+from tests.support.pooling_csv import assert_pooling_csv_matches
+from tests.support.ports import free_port
 
-LOCUST = (sys.executable, "-m", "locust")
 LOCUSTFILE = str(ROOT / "bench" / "soak.py")  # declares the User classes named in POOLBENCH_USERS
 SHAPE = ["--batch-size", "4", "--input-len", "8", "--documents", "4"]
 REQUEST_TIMEOUT_S = 1.0
@@ -169,12 +171,15 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     mock = mock_server_factory(*rates, "--seed", "7")
     prefix, track = tmp_path / run, tmp_path / "users.json"
     started = time.monotonic()
-    result = locust(
-        *("-f", LOCUSTFILE, "--host", mock.url, *SHAPE, "--encoding-format", encoding, "--check-vectors"),
-        *f"--request-timeout {REQUEST_TIMEOUT_S} --headless -u {MATRIX_USERS} -r {MATRIX_USERS}".split(),
-        *f"-t {MATRIX_SECONDS}s --stop-timeout 3".split(),  # requests in flight at the end finish and count
+    result = run_locust(
+        LOCUSTFILE,
+        *(*SHAPE, "--encoding-format", encoding, "--check-vectors", "--request-timeout", str(REQUEST_TIMEOUT_S)),
+        *("--stop-timeout", "3"),  # requests in flight at the end finish and count
         *("--exit-code-on-error", "0"),  # the injected failures are expected: any other exit code is an error
-        *("--csv", str(prefix)),
+        host=mock.url,
+        users=MATRIX_USERS,
+        run_time=f"{MATRIX_SECONDS}s",
+        csv=prefix,
         env={soak.USERS_ENV: ",".join(users), soak.TRACK_ENV: str(track)},
         timeout=90,
     )
@@ -316,10 +321,9 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
     reports = [tmp_path / f"reports-{i}.jsonl" for i in range(WORKERS)]
     port = str(free_port())
     base = {soak.USERS_ENV: "EmbeddingsUser", soak.RATE_ENV: str(USER_RATE)}
-    common = ["-f", LOCUSTFILE, *SHAPE]
     workers = [
         subprocess.Popen(
-            [*LOCUST, *common, *f"--worker --master-host 127.0.0.1 --master-port {port}".split()],
+            locust_argv(LOCUSTFILE, *SHAPE, *f"--worker --master-host 127.0.0.1 --master-port {port}".split()),
             cwd=ROOT,
             env={**os.environ, **base, soak.HOST_ENV: mock.url, soak.REPORTS_ENV: str(path)},
             stdout=subprocess.DEVNULL,
@@ -329,13 +333,17 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
     ]
     prefix = tmp_path / "dist"
     master = subprocess.Popen(
-        [
-            *LOCUST,
-            *common,
+        locust_argv(
+            LOCUSTFILE,
+            *SHAPE,
             *f"--master --master-bind-host 127.0.0.1 --master-bind-port {port} --expect-workers {WORKERS}".split(),
-            *f"--headless -t 14s -u {WORKERS * USERS_PER_WORKER} -r 100 --stop-timeout 3".split(),
-            *("--csv", str(prefix)),
-        ],
+            *("--stop-timeout", "3"),
+            headless=True,
+            users=WORKERS * USERS_PER_WORKER,
+            spawn_rate=100,
+            run_time="14s",
+            csv=prefix,
+        ),
         cwd=ROOT,
         env={**os.environ, **base, soak.HOST_ENV: mocks[0].url},  # a class host: no --host, no embedded mock
         stdout=subprocess.DEVNULL,
@@ -380,42 +388,6 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
 
 # ---- 4. bad configuration ---------------------------------------------------------------------------
 
-BAD_VALUES: dict[str, tuple[str, str]] = {
-    # option: (bad value, what its one line says); values differ from tests/test_cli.py's
-    "--encoding-format": ("BYTES", "must be one of float, base64, bytes, bytes_only; got 'BYTES'"),
-    "--embed-dtype": ("int8", "must be one of float32"),
-    "--endianness": ("middle", "must be one of native"),
-    "--dimensions": ("0", "must be a whole number >= 1, got 0"),
-    "--batch-size": ("-2", "must be a whole number >= 1, got -2"),
-    "--input-len": ("many", "must be a whole number >= 1, got 'many'"),
-    "--input-len-range": ("4:x", "must be a whole number >= 1, got 'x'"),
-    "--documents": ("-3", "must be a whole number >= 1, got -3"),
-    "--dataset": ("s3://bucket/data.jsonl", "must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]'"),
-    "--seed": ("-1", "must be a whole number >= 0, got -1"),
-    "--request-rate": ("0", "must be a number > 0"),
-    "--burstiness": ("-1", "must be a number >= 0"),
-    "--max-concurrency": ("0", "must be a whole number >= 1, got 0"),
-    "--trace-speed": ("0", "must be a number > 0"),
-    "--warmup": ("later", "must be a number >= 0, got 'later'"),
-    "--sweep-rates": ("10,x", "must be numbers separated by commas"),
-    "--sweep-users": ("8,0", "must be a whole number >= 1, got 0"),
-    "--sweep-step-time": ("0", "must be a number > 0"),
-    "--request-timeout": ("soon", "must be a number of seconds > 0, got 'soon'"),
-    "--endpoint-path": ("rerank", "must start with '/', got 'rerank'"),
-    "--max-body-mb": ("0", "must be a whole number >= 1, got 0"),
-    "--max-header-kb": ("1.5", "must be a whole number >= 1, got '1.5'"),
-    "--check-p95-ms": ("fast", "must be a number >= 0, got 'fast'"),
-    "--check-fail-ratio": ("2", "must be a ratio from 0 to 1, got 2.0"),
-    "--check-min-tokens-per-s": ("-5", "must be a number >= 0, got -5.0"),
-    "--slo": ("e2e=300", "must be KEY=MS pairs separated by commas"),
-    "--check-min-goodput": ("many", "must be a number >= 0, got 'many'"),
-    "--check-min-rate-ratio": ("0", "must be a share above 0 and at most 1, got '0'"),
-    "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
-    "--server-metrics-interval": ("0", "must be a number > 0"),
-    "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
-    "--prometheus-linger": ("-1", "must be a number >= 0, got -1.0"),
-    "--json-result": (" ", "must be a file name, got an empty one"),
-}
 FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--dataset-column", "--prometheus-host"}
 """Options whose every text is a value argparse accepts."""
 CHECKED = [o.flag for o in ALL_OPTIONS if not o.is_flag and o.flag not in FREE_TEXT]
@@ -425,11 +397,11 @@ def test_every_option_with_a_parser_has_a_bad_value_here():
     assert set(CHECKED) <= set(BAD_VALUES), set(CHECKED) - set(BAD_VALUES)
 
 
-def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+def error_lines(result: Completed) -> list[str]:
     return [line for line in result.stderr.splitlines() if "ERROR" in line or "error:" in line]
 
 
-def assert_stops_at_start(result: subprocess.CompletedProcess[str], message: str) -> None:
+def assert_stops_at_start(result: Completed, message: str) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-2000:]
     assert "Traceback" not in output, output[-3000:]
@@ -438,10 +410,10 @@ def assert_stops_at_start(result: subprocess.CompletedProcess[str], message: str
     assert "Aggregated" not in output, "no request was sent"
 
 
-def run_many(runs: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
+def run_many(runs: list[Callable[[], Completed]]) -> list[Completed]:
     """Locust processes side by side: each is mostly its import time, and these end at start."""
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda args: locust(*args, timeout=60), runs))
+        return list(pool.map(lambda run: run(), runs))
 
 
 @pytest.mark.parametrize("source", ["flag", "env"])
@@ -473,32 +445,36 @@ NO_ENDPOINT = """
 
 
 @pytest.fixture(scope="module")
-def start_results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess[str]]:
+def start_results(tmp_path_factory) -> dict[str, Completed]:
     """Every host form that cannot be load-tested, bad combinations and a User class that is missing
     its endpoint, each started as users start it (the web UI too)."""
     forgetful = tmp_path_factory.mktemp("locustfile") / "forgetful.py"
     forgetful.write_text(textwrap.dedent(NO_ENDPOINT))
-    embeddings, headless = ["-f", "locustfiles/embeddings.py"], ["--headless", "-t", "2s"]
+
+    def headless(host: str, *args: str, locustfile: str = "locustfiles/embeddings.py") -> Callable[[], Completed]:
+        return partial(run_locust, locustfile, *args, run_time="2s", host=host, timeout=60)
+
     with closed_port() as port, closed_port() as web_port:
         closed = f"http://127.0.0.1:{port}"
-        runs: dict[str, list[str]] = {
-            "no scheme": [*embeddings, *headless, "--host", "127.0.0.1:8000"],
-            "other scheme": [*embeddings, *headless, "--host", "ftp://127.0.0.1:21"],
-            "no host name": [*embeddings, *headless, "--host", "http://:8000"],
-            "port out of range": [*embeddings, *headless, "--host", "http://127.0.0.1:99999"],
-            "unresolvable name": [*embeddings, *headless, "--host", "http://pooling-server.invalid:8000"],
-            "closed port": [*embeddings, *headless, "--host", closed],
-            "closed port, web UI": [
-                *embeddings,
-                *("--host", closed, "--autostart", "-t", "2s"),
-                *f"--web-host 127.0.0.1 --web-port {web_port}".split(),
-            ],
-            "credentials hidden": [*embeddings, *headless, "--host", closed.replace("//", "//user:hunter2@")],
-            **{
-                f"combination {i}": [*embeddings, *headless, *args, "--host", closed]
-                for i, (args, _) in enumerate(COMBINATIONS)
-            },
-            "no endpoint": ["-f", str(forgetful), *headless, "--host", closed],
+        runs: dict[str, Callable[[], Completed]] = {
+            "no scheme": headless("127.0.0.1:8000"),
+            "other scheme": headless("ftp://127.0.0.1:21"),
+            "no host name": headless("http://:8000"),
+            "port out of range": headless("http://127.0.0.1:99999"),
+            "unresolvable name": headless("http://pooling-server.invalid:8000"),
+            "closed port": headless(closed),
+            "closed port, web UI": partial(
+                run_locust,
+                "locustfiles/embeddings.py",
+                *("--autostart", "--web-host", "127.0.0.1", "--web-port", str(web_port)),
+                headless=False,
+                run_time="2s",
+                host=closed,
+                timeout=60,
+            ),
+            "credentials hidden": headless(closed.replace("//", "//user:hunter2@")),
+            **{f"combination {i}": headless(closed, *args) for i, (args, _) in enumerate(COMBINATIONS)},
+            "no endpoint": headless(closed, locustfile=str(forgetful)),
         }
         return dict(zip(runs, run_many(list(runs.values())), strict=True))
 
@@ -527,10 +503,14 @@ def test_unreachable_host_bad_combination_or_missing_endpoint_stops_at_start(sta
 def test_processes_stopping_at_start_leave_no_worker_behind():
     with closed_port() as port:
         proc = subprocess.Popen(
-            [
-                *LOCUST,
-                *f"-f locustfiles/embeddings.py --headless -t 2s --processes 2 --host http://127.0.0.1:{port}".split(),
-            ],
+            locust_argv(
+                "locustfiles/embeddings.py",
+                "--processes",
+                "2",
+                headless=True,
+                run_time="2s",
+                host=f"http://127.0.0.1:{port}",
+            ),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -586,12 +566,16 @@ def test_the_api_key_appears_in_no_output(mock_server_factory, tmp_path, args, e
     port = free_port()
     prefix, report, logfile = tmp_path / "run", tmp_path / "report.html", tmp_path / "locust.log"
     proc = subprocess.Popen(
-        [
-            *LOCUST,
-            *("-f", "locustfiles/demo.py", "--host", mock.url, *SHAPE, *args),
-            *f"--web-host 127.0.0.1 --web-port {port} --autostart -u 2 -r 2 -t 5s --autoquit 1".split(),
-            *("--csv", str(prefix), "--html", str(report), "--logfile", str(logfile)),
-        ],
+        locust_argv(
+            "locustfiles/demo.py",
+            *(*SHAPE, *args),
+            *f"--web-host 127.0.0.1 --web-port {port} --autostart --autoquit 1".split(),
+            *("--html", str(report), "--logfile", str(logfile)),
+            users=2,
+            run_time="5s",
+            host=mock.url,
+            csv=prefix,
+        ),
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.PIPE,

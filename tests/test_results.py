@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import jsonschema
 import pytest
@@ -21,10 +22,9 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
 from tests.support.hostile import LISTENING, response, serve_requests
-from tests.test_cli import ROOT, csv_rows, locust
-from tests.test_metrics import free_port
+from tests.support.locust_run import LOAD, ROOT, Completed, csv_rows, run_locust
+from tests.support.ports import free_port
 
-LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
 FLAVOURS = {
     "vllm": [
         "EmbeddingsUser",
@@ -59,8 +59,9 @@ def locustfile(tmp_path: Path, classes: list[str]) -> Path:
     return path
 
 
-def run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    result = locust("--headless", "--stop-timeout", "5", *LOAD, *args, timeout=timeout)
+def run(locustfile: str | Path, *args: str, **given: Any) -> Completed:
+    """A headless run of `locustfile` with the small load, that must end well (in 90 s unless told)."""
+    result = run_locust(locustfile, "--stop-timeout", "5", *LOAD, *args, **{"timeout": 90, **given})
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -107,9 +108,15 @@ def test_one_process_result_validates_for_every_user_class_and_equals_the_csv(fl
         "vllm": ["-t", "3s"],
     }[flavour]
     run(
-        "-f", str(locustfile(tmp_path, FLAVOURS[flavour])), "--host", host, "-u", users, "-r", users, *load,
-        "--api-key", SECRET, "--csv", str(prefix), "--json-result", str(result),
-    )  # fmt: skip
+        str(locustfile(tmp_path, FLAVOURS[flavour])),
+        *("-u", users, "-r", users),
+        *load,
+        "--api-key",
+        SECRET,
+        host=host,
+        csv=prefix,
+        json_result=result,
+    )
     text = result.read_text()
     assert SECRET not in text and PASSWORD not in text
     doc = json.loads(text)
@@ -134,10 +141,14 @@ def test_distributed_result_validates_and_equals_the_csv(mock_server, tmp_path):
     prefix, result = tmp_path / "dist", tmp_path / "dist.json"
     port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
     run(
-        "-f", "locustfiles/demo.py", "--host", mock_server.url, "--processes", "2", "-u", "4", "-r", "4",
-        "-t", "4s", "--master-bind-port", port, "--master-port", port,
-        "--csv", str(prefix), "--json-result", str(result),
-    )  # fmt: skip
+        "locustfiles/demo.py",
+        *("--processes", "2", "--master-bind-port", port, "--master-port", port),
+        host=mock_server.url,
+        users=4,
+        run_time="4s",
+        csv=prefix,
+        json_result=result,
+    )
     doc = json.loads(result.read_text())
     assert_valid(doc)
     assert_equals_the_csv(doc, prefix)
@@ -147,11 +158,11 @@ def test_distributed_result_validates_and_equals_the_csv(mock_server, tmp_path):
 
 def test_environment_variable_names_the_file_and_a_directory_stops_the_run_at_start(mock_server, tmp_path):
     result = tmp_path / "env.json"
-    common = ["-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-u", "1", "-t", "1s"]
-    done = locust(*common, env={"LOCUST_JSON_RESULT": str(result)})
+    common: dict[str, Any] = {"host": mock_server.url, "users": 1, "run_time": "1s"}
+    done = run_locust("locustfiles/embeddings.py", **common, env={"LOCUST_JSON_RESULT": str(result)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert_valid(json.loads(result.read_text()))
-    bad = locust(*common, "--json-result", str(tmp_path))
+    bad = run_locust("locustfiles/embeddings.py", **common, json_result=tmp_path)
     assert bad.returncode == 1
     assert f"--json-result: {tmp_path} is a directory" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -188,10 +199,15 @@ def hostile_process() -> Iterator[str]:
 
 def test_a_hostile_servers_failure_text_reaches_the_document_bounded(hostile_process, tmp_path):
     result = tmp_path / "hostile.json"
-    done = locust(
-        "-f", "locustfiles/embeddings.py", "--host", hostile_process, "--headless", "-u", "2", "-r", "2", "-t", "2s",
-        "--stop-timeout", "5", "--json-result", str(result),
-    )  # fmt: skip
+    done = run_locust(
+        "locustfiles/embeddings.py",
+        "--stop-timeout",
+        "5",
+        host=hostile_process,
+        users=2,
+        run_time="2s",
+        json_result=result,
+    )
     assert result.exists(), done.stderr[-2000:]
     doc = json.loads(result.read_text())
     assert_valid(doc)
@@ -208,10 +224,7 @@ def delayed_runs(mock_server_factory, tmp_path_factory) -> dict[str, Path]:
     for label, ms in (("base", "50"), ("slow", "65")):  # delays the client's own few ms hardly move
         mock = mock_server_factory("--ttfb-ms", ms, "--body-ms", ms)
         out[label] = folder / f"{label}.json"
-        run(
-            "-f", "locustfiles/embeddings.py", "--host", mock.url, "-u", "8", "-r", "8", "-t", "8s",
-            "--json-result", str(out[label]),
-        )  # fmt: skip
+        run("locustfiles/embeddings.py", host=mock.url, users=8, run_time="8s", json_result=out[label])
     return out
 
 
@@ -274,9 +287,13 @@ def test_sweeps_compare_step_by_step(tmp_path, mock_server):
     for name in ("a", "b"):
         results.append(tmp_path / f"{name}.json")
         run(
-            "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "-u", "2", "--sweep-users", "1,2",
-            "--sweep-step-time", "2", "--json-result", str(results[-1]),
-        )  # fmt: skip
+            "locustfiles/embeddings.py",
+            *("--sweep-users", "1,2", "--sweep-step-time", "2"),
+            host=mock_server.url,
+            users=2,
+            spawn_rate=1,
+            json_result=results[-1],
+        )
     done = compare_cli(*map(str, results))
     assert done.returncode == 0, done.stderr
     assert "== sweep step 1 (users 1)" in done.stdout and "== sweep step 2 (users 2)" in done.stdout

@@ -4,8 +4,6 @@ A run whose batches are larger stops at start with one line naming both numbers,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 import requests
@@ -13,9 +11,9 @@ import requests
 from poolbench_locust.mockserver.routes import TEI_MAX_CLIENT_BATCH_SIZE
 from poolbench_locust.serverlimits.tei_info import TeiLimits, read_info, tei_limits
 from tests.support.hostile import HostileServer, response, serve_requests
+from tests.support.locust_run import locust_argv
 from tests.support.processes import run_and_find_leftovers
 
-ROOT = Path(__file__).parent.parent
 CAP = TEI_MAX_CLIENT_BATCH_SIZE
 
 
@@ -43,14 +41,17 @@ def test_a_batch_tei_would_refuse_stops_the_run_before_any_request(tei_mock, tmp
     locustfile = tmp_path / "one.py"
     locustfile.write_text(f"from poolbench_locust import {locustfile_class}  # noqa: F401\n")
     tei_mock.reset()
-    args = ["-f", str(locustfile), "--headless", "-u", "1", "-r", "1", "-t", "10s", "--host", tei_mock.url]
-    code, output, _ = run_and_find_leftovers([*args, option, str(CAP * 2)], ROOT, grace=0)
+
+    def argv(*args: str, run_time: str) -> list[str]:
+        return locust_argv(locustfile, *args, headless=True, users=1, run_time=run_time, host=tei_mock.url)
+
+    code, output, _ = run_and_find_leftovers(argv(option, str(CAP * 2), run_time="10s"), grace=0)
     assert code == 1, output[-2000:]
     line = next(line for line in output.splitlines() if f"{option}: {locustfile_class}" in line)
     assert f"up to {CAP * 2} inputs" in line and f"at most {CAP}" in line and "max_client_batch_size" in line
     assert tei_mock.stats()["requests"] == 0, "nothing was sent: not even the preflight request"
 
-    code, output, _ = run_and_find_leftovers([*args, "-t", "2s", option, str(CAP)], ROOT, grace=0)
+    code, output, _ = run_and_find_leftovers(argv(option, str(CAP), run_time="2s"), grace=0)
     assert code == 0, output[-2000:]
     assert tei_mock.stats()["requests"] > 0
 

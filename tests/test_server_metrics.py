@@ -22,11 +22,10 @@ from poolbench_locust.servermetrics.parse import MAX_SERIES, ParseError, reading
 from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
 from tests.support.hostile import LISTENING, HostileServer, read_request, response
 from tests.support.hostile_metrics import vllm_text
+from tests.support.locust_run import LOAD, ROOT, csv_rows, run_locust
+from tests.support.ports import free_port
 from tests.support.webui import WebUI
-from tests.test_cli import ROOT, csv_rows, locust
-from tests.test_metrics import free_port
 
-LOAD = ["--input-len", "6", "--batch-size", "3", "--documents", "4"]
 ROUTES = frozenset({"/v1/embeddings"})
 
 
@@ -209,10 +208,16 @@ ONE_INPUT = ["--batch-size", "1", "--input-len", "3"]
 def test_a_hostile_metrics_route_cannot_break_the_run_or_the_report(hostile_process, tmp_path):
     url = hostile_process("hostile_metrics")
     prefix, page = tmp_path / "h", tmp_path / "h.html"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
-        "-t", "5s", "--server-metrics-interval", "0.3", "--csv", str(prefix), "--html", str(page), timeout=90,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *ONE_INPUT,
+        *("--server-metrics-interval", "0.3", "--html", str(page)),
+        host=url,
+        users=1,
+        run_time="5s",
+        csv=prefix,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     (row,) = by(Path(f"{prefix}_server_metrics.csv"), "Server").values()
@@ -227,10 +232,7 @@ def test_a_hostile_metrics_route_cannot_break_the_run_or_the_report(hostile_proc
 def test_a_server_without_metrics_gives_one_info_line_and_no_table(hostile_process, tmp_path):
     url = hostile_process("no_metrics")
     prefix = tmp_path / "n"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
-        "-t", "2s", "--csv", str(prefix),
-    )  # fmt: skip
+    result = run_locust("locustfiles/embeddings.py", *ONE_INPUT, host=url, users=1, run_time="2s", csv=prefix)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stderr.splitlines() if "Server metrics" in line]
     assert len(lines) == 1, lines
@@ -240,15 +242,14 @@ def test_a_server_without_metrics_gives_one_info_line_and_no_table(hostile_proce
 
 def test_server_metrics_off_never_asks(hostile_process):
     url = hostile_process("no_metrics")
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", url, *ONE_INPUT, "--headless", "-u", "1", "-r", "1",
-        "-t", "1s", "--server-metrics", "off",
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", *ONE_INPUT, "--server-metrics", "off", host=url, users=1, run_time="1s"
+    )
     assert result.returncode == 0 and "Server metrics" not in result.stderr
 
 
 def test_a_bad_server_metrics_value_stops_at_start_with_one_line():
-    result = locust("-f", "locustfiles/embeddings.py", "--headless", "-t", "1s", "--server-metrics", "ftp://x/metrics")
+    result = run_locust("locustfiles/embeddings.py", "--server-metrics", "ftp://x/metrics", run_time="1s")
     assert result.returncode == 2
     assert "argument --server-metrics: must be auto, off, or http(s):// URLs" in result.stderr
 
@@ -256,10 +257,16 @@ def test_a_bad_server_metrics_value_stops_at_start_with_one_line():
 def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_factory, tmp_path):
     mock = mock_server_factory("--ttfb-ms", "5")
     prefix, page = tmp_path / "m", tmp_path / "m.html"
-    result = locust(
-        "-f", "locustfiles/demo.py", "--host", mock.url, *LOAD, "--headless", "-u", "4", "-r", "4", "-t", "4s",
-        "--stop-timeout", "5", "--server-metrics-interval", "1", "--csv", str(prefix), "--html", str(page), timeout=90,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/demo.py",
+        *LOAD,
+        *("--stop-timeout", "5", "--server-metrics-interval", "1", "--html", str(page)),
+        host=mock.url,
+        users=4,
+        run_time="4s",
+        csv=prefix,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     served = mock.stats()
     (server,) = by(Path(f"{prefix}_server_metrics.csv"), "Server").values()
@@ -306,12 +313,27 @@ def test_web_ui_shows_the_server_tabs_beside_the_pooling_tab(mock_server):
 
 def test_with_processes_only_the_master_scrapes_and_the_totals_still_agree(mock_server, tmp_path):
     prefix, port = tmp_path / "p", str(free_port())  # not 5557: other runs may share this machine
-    result = locust(
-        "-f", "locustfiles/demo.py", "--host", mock_server.url, *LOAD, "--processes", "2", "--headless",
-        "--master-bind-port", port, "--master-port", port,
-        "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--server-metrics-interval", "1",
-        "--csv", str(prefix), timeout=90,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/demo.py",
+        *LOAD,
+        *(
+            "--processes",
+            "2",
+            "--master-bind-port",
+            port,
+            "--master-port",
+            port,
+            "--stop-timeout",
+            "5",
+            "--server-metrics-interval",
+            "1",
+        ),
+        host=mock_server.url,
+        users=4,
+        run_time="4s",
+        csv=prefix,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("Server metrics: reading") == 1  # the master's; a worker never scrapes
     served = mock_server.stats()
@@ -338,11 +360,16 @@ def test_a_server_inventing_series_or_bounds_at_every_scrape_keeps_memory_bounde
 
 def test_after_warmup_the_server_counts_from_where_the_client_does(mock_server, tmp_path):
     prefix = tmp_path / "w"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, "--headless", "-u", "2", "-r", "2",
-        "-t", "5s", "--warmup", "2", "--stop-timeout", "5", "--server-metrics-interval", "1",
-        "--csv", str(prefix), timeout=90,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *LOAD,
+        *("--warmup", "2", "--stop-timeout", "5", "--server-metrics-interval", "1"),
+        host=mock_server.url,
+        users=2,
+        run_time="5s",
+        csv=prefix,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     served = mock_server.stats()
     checks = by(Path(f"{prefix}_server_reconciliation.csv"), "Check")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.test_cli import ROOT
+from tests.support.locust_run import ROOT
 
 
 def planned(target: str, venv: str) -> list[str]:

@@ -24,9 +24,8 @@ from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from tests.support.harness import options
 from tests.support.hostile import server_process
-from tests.test_cli import csv_rows, locust
+from tests.support.locust_run import csv_rows, run_locust
 
-ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE_S = 0.020
 """How far from its schedule a request may arrive (the issue's bound)."""
 
@@ -82,10 +81,16 @@ def schedule_errors(got: list[dict[str, Any]], lines: list[dict[str, Any]], spee
 
 def replay(url: str, trace: Path, *args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     began = time.monotonic()
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", url, "--headless", "-u", "4", "-r", "100",
-        "-t", "40s", "--no-preflight", "--dataset", f"trace:{trace}", *args, timeout=timeout,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--no-preflight", "--dataset", f"trace:{trace}"),
+        *args,
+        host=url,
+        users=4,
+        spawn_rate=100,
+        run_time="40s",
+        timeout=timeout,
+    )
     return result, time.monotonic() - began
 
 
@@ -143,10 +148,14 @@ def test_a_request_sent_late_is_timed_from_its_schedule(tmp_path):
     trace = write_trace(tmp_path / "late.jsonl", lines)
     prefix = tmp_path / "late"
     with recording_server(delay_ms=300) as url:
-        result = locust(
-            "-f", "locustfiles/embeddings.py", "--host", url, "--headless", "-u", "1", "-r", "1", "-t", "30s",
-            "--no-preflight", "--dataset", f"trace:{trace}", "--csv", str(prefix),
-        )  # fmt: skip
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            *("--no-preflight", "--dataset", f"trace:{trace}"),
+            host=url,
+            users=1,
+            run_time="30s",
+            csv=prefix,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     row = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
     assert float(row["Queue 95%"]) > 1000, row
@@ -155,10 +164,9 @@ def test_a_request_sent_late_is_timed_from_its_schedule(tmp_path):
 
 def test_a_bad_trace_stops_the_run_at_start_naming_the_line(tmp_path):
     trace = write_trace(tmp_path / "bad.jsonl", [{"timestamp": 0, "text": "ok"}, {"timestamp": 5, "text": 7}])
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--headless", "-t", "5s", "--host", "http://127.0.0.1:9",
-        "--dataset", f"trace:{trace}",
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py", "--dataset", f"trace:{trace}", run_time="5s", host="http://127.0.0.1:9"
+    )
     assert result.returncode == 1
     assert f"--dataset: {trace}:2: field 'text' must be a non-empty string" in result.stderr
     assert "Traceback" not in result.stderr
@@ -200,7 +208,7 @@ def test_bad_trace_lines_name_the_line_and_the_field(tmp_path, user_class, conte
 
 
 def test_a_word_length_the_tokenizer_cannot_build_names_the_line(tmp_path):
-    from tests.test_workload import write_tokenizer
+    from tests.support.tokenizers import write_tokenizer
 
     tokenizer = write_tokenizer(tmp_path / "tokenizer.json")  # adds [CLS] and [SEP]: 2 tokens hold no text
     path = write_trace(
@@ -215,7 +223,7 @@ def test_a_word_length_the_tokenizer_cannot_build_names_the_line(tmp_path):
 def test_shapes_are_exact_token_lengths_with_a_tokenizer(tmp_path):
     from tokenizers import Tokenizer
 
-    from tests.test_workload import write_tokenizer
+    from tests.support.tokenizers import write_tokenizer
 
     tokenizer = write_tokenizer(tmp_path / "tokenizer.json")
     path = write_trace(tmp_path / "trace.jsonl", [{"timestamp": 0, "input_length": 9, "batch_size": 2}])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import csv_rows, locust
+from tests.support.locust_run import csv_rows, run_locust
 
 RUN_S, WARMUP_S, RATE = 7, 3, 40
 COUNTED_S = RUN_S - WARMUP_S
@@ -17,12 +17,16 @@ COUNTED_S = RUN_S - WARMUP_S
 @pytest.mark.parametrize("processes", [[], ["--processes", "2"]], ids=["one process", "master and 2 workers"])
 def test_rates_count_from_the_end_of_warmup(mock_server, tmp_path, processes):
     prefix = tmp_path / "warm"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless",
-        "-u", "4", "-r", "4", "-t", f"{RUN_S}s", "--stop-timeout", "5", "--warmup", str(WARMUP_S),
-        "--request-rate", str(RATE), "--csv", str(prefix), *processes,
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--stop-timeout", "5", "--warmup", str(WARMUP_S), "--request-rate", str(RATE)),
+        *processes,
+        host=mock_server.url,
+        users=4,
+        run_time=f"{RUN_S}s",
+        csv=prefix,
         timeout=90,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     locust_row = csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]
     pooling_row = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
@@ -42,12 +46,15 @@ def test_rates_count_from_the_end_of_warmup(mock_server, tmp_path, processes):
 
 def test_a_sweep_step_counts_from_the_end_of_warmup(mock_server, tmp_path):
     prefix = tmp_path / "sweep"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", mock_server.url, "--headless", "-u", "4",
-        "--sweep-rates", "20,40", "--sweep-step-time", "4", "--warmup", "2", "--stop-timeout", "5",
-        "--csv", str(prefix),
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--sweep-rates", "20,40", "--sweep-step-time", "4", "--warmup", "2", "--stop-timeout", "5"),
+        host=mock_server.url,
+        users=4,
+        spawn_rate=1,
+        csv=prefix,
         timeout=60,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(f"{prefix}_sweep.csv") as f:
         first, second = csv.DictReader(f)

@@ -25,9 +25,10 @@ from poolbench_locust import EmbeddingsUser
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, Settings, Span
 from poolbench_locust.webform import layout as webform
 from poolbench_locust.webform import validation
+from tests.support.bad_values import BAD_VALUES
 from tests.support.harness import options
-from tests.test_metrics import free_port
-from tests.test_reliability import BAD_VALUES
+from tests.support.locust_run import ROOT, locust_argv
+from tests.support.ports import free_port
 
 BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob("src-*.js"))
 
@@ -121,11 +122,10 @@ CHROMIUM = shutil.which("chromium")
 def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_server):
     port = free_port()
     proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--host", mock_server.url),
-            *("--web-host", "127.0.0.1", "--web-port", str(port)),
-        ],
-        cwd=Path(__file__).resolve().parent.parent,
+        locust_argv(
+            "locustfiles/embeddings.py", *("--web-host", "127.0.0.1", "--web-port", str(port)), host=mock_server.url
+        ),
+        cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import itertools
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -14,22 +15,8 @@ import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from tests.support.harness import Run, failure_text, options
-from tests.test_cli import csv_rows, locust
-
-
-def write_tokenizer(path: Path) -> Path:
-    """A small WordLevel tokenizer with [CLS] ... [SEP], as BERT-like embedding models count."""
-    tokenizers = pytest.importorskip("tokenizers")
-    from poolbench_locust.workload.datasets import VOCABULARY
-
-    vocab = {w: i for i, w in enumerate(["[UNK]", "[CLS]", "[SEP]", *VOCABULARY])}
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok.post_processor = tokenizers.processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
-    )
-    tok.save(str(path))
-    return path
+from tests.support.locust_run import csv_rows, run_locust
+from tests.support.tokenizers import write_tokenizer
 
 
 def texts_of(plan) -> list[list[str]]:
@@ -119,17 +106,7 @@ def test_bad_dataset_files_fail_at_start_with_file_line_and_field(tmp_path, name
 def test_bad_dataset_stops_the_locust_run_at_start(tmp_path):
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"query": "q", "documents": []}\n')
-    result = locust(
-        "-f",
-        "locustfiles/rerank.py",
-        "--headless",
-        "-t",
-        "2s",
-        "--host",
-        "http://127.0.0.1:9",
-        "--dataset",
-        f"file:{path}",
-    )
+    result = run_locust("locustfiles/rerank.py", "--dataset", f"file:{path}", run_time="2s", host="http://127.0.0.1:9")
     assert result.returncode == 1
     assert f"--dataset: {path}:1: field 'documents' missing or not a non-empty list of strings" in result.stderr
     assert "Traceback" not in result.stderr
@@ -154,24 +131,13 @@ def test_bytes_only_tokens_counted_by_the_server_tokenize_route(mock_server):
 
 def test_infinity_counts_characters_and_the_gap_shows_it(mock_server, tmp_path):
     prefix = tmp_path / "inf"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/infinity.py",
-        "--host",
-        mock_server.url,
-        "--headless",
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "2s",
-        "--stop-timeout",
-        "5",
-        "--input-len",
-        "5",
-        "--csv",
-        str(prefix),
+        *("--stop-timeout", "5", "--input-len", "5"),
+        host=mock_server.url,
+        users=2,
+        run_time="2s",
+        csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     row = csv_rows(Path(f"{prefix}_pooling.csv"))["/embeddings"]
@@ -204,26 +170,14 @@ def test_open_loop_achieves_the_asked_rate(mock_server_factory, tmp_path):
     """A steady arrival process (burstiness 25: gaps vary by 20%) so that 8 s suffice to judge 5%."""
     mock = mock_server_factory("--ttfb-ms", "20")
     prefix = tmp_path / "open"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/embeddings.py",
-        "--host",
-        mock.url,
-        "--headless",
-        "-u",
-        "10",
-        "-r",
-        "100",
-        "-t",
-        "8s",
-        "--stop-timeout",
-        "5",
-        "--request-rate",
-        "40",
-        "--burstiness",
-        "25",
-        "--csv",
-        str(prefix),
+        *("--stop-timeout", "5", "--request-rate", "40", "--burstiness", "25"),
+        host=mock.url,
+        users=10,
+        spawn_rate=100,
+        run_time="8s",
+        csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     # Locust's own Requests/s counts from before the first user started: judge by count over run time
@@ -238,24 +192,20 @@ def e2e(prefix: Path, column: str) -> float:
 def test_open_loop_latency_includes_queueing_that_closed_loop_hides(mock_server_factory, tmp_path):
     """Service time 200 ms, 2 slots: at most 10 req/s. Asked for 16 req/s, requests queue."""
     mock = mock_server_factory("--ttfb-ms", "200")
-    common = [
-        "-f",
-        "locustfiles/embeddings.py",
-        "--host",
-        mock.url,
-        "--headless",
-        "-u",
-        "2",
-        "-r",
-        "100",
-        "-t",
-        "5s",
-        "--stop-timeout",
-        "5",
-    ]
+    common: dict[str, Any] = {"host": mock.url, "users": 2, "spawn_rate": 100, "run_time": "5s"}
+    stop = ("--stop-timeout", "5")
     opened, closed = tmp_path / "open", tmp_path / "closed"
-    assert locust(*common, "--request-rate", "16", "--max-concurrency", "2", "--csv", str(opened)).returncode == 0
-    assert locust(*common, "--csv", str(closed)).returncode == 0
+    assert (
+        run_locust(
+            "locustfiles/embeddings.py",
+            *stop,
+            *("--request-rate", "16", "--max-concurrency", "2"),
+            **common,
+            csv=opened,
+        ).returncode
+        == 0
+    )
+    assert run_locust("locustfiles/embeddings.py", *stop, **common, csv=closed).returncode == 0
     assert e2e(closed, "E2E 95%") < 300, "closed loop sees the service time only"
     assert e2e(opened, "E2E 95%") > 2 * e2e(closed, "E2E 95%"), "open loop sees the queue grow"
     assert e2e(opened, "Queue 95%") > 500
@@ -267,19 +217,12 @@ def test_open_loop_latency_includes_queueing_that_closed_loop_hides(mock_server_
 def test_sweep_writes_one_row_per_step(mock_server_factory, tmp_path, sweep, targets):
     mock = mock_server_factory("--ttfb-ms", "20")
     prefix = tmp_path / "sweep"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/embeddings.py",
-        "--host",
-        mock.url,
-        "--headless",
         *sweep,
-        "--sweep-step-time",
-        "3",
-        "--stop-timeout",
-        "5",
-        "--csv",
-        str(prefix),
+        *("--sweep-step-time", "3", "--stop-timeout", "5"),
+        host=mock.url,
+        csv=prefix,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -293,26 +236,13 @@ def test_sweep_writes_one_row_per_step(mock_server_factory, tmp_path, sweep, tar
 
 def test_warmup_requests_are_counted_nowhere(mock_server, tmp_path):
     prefix = tmp_path / "warm"
-    result = locust(
-        "-f",
+    result = run_locust(
         "locustfiles/embeddings.py",
-        "--host",
-        mock_server.url,
-        "--headless",
-        "-u",
-        "1",
-        "-r",
-        "1",
-        "-t",
-        "4s",
-        "--stop-timeout",
-        "5",
-        "--warmup",
-        "2",
-        "--request-rate",
-        "20",
-        "--csv",
-        str(prefix),
+        *("--stop-timeout", "5", "--warmup", "2", "--request-rate", "20"),
+        host=mock_server.url,
+        users=1,
+        run_time="4s",
+        csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     counted = int(csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]["Request Count"])
@@ -327,17 +257,30 @@ SERVER_MS = 263.5
 
 
 def test_sweep_steps_carry_the_precise_percentiles(mock_server_factory, tmp_path):
-    from tests.test_precision import PERCENTILES, nearest_rank
+    from tests.support.percentiles import PERCENTILES, nearest_rank
 
     mock = mock_server_factory("--ttfb-ms", str(SERVER_MS))
     prefix, result, record = tmp_path / "sweep", tmp_path / "result.json", tmp_path / "times"
     record.mkdir()
-    done = locust(
-        "-f", "tests/support/recording_locustfile.py", "--host", mock.url, "--headless", "--only-summary",
-        "--batch-size", "1", "--sweep-users", "1,2", "--sweep-step-time", "3", "--stop-timeout", "5",
-        "--csv", str(prefix), "--json-result", str(result),
-        timeout=60, env={"RECORD_DIR": str(record)},
-    )  # fmt: skip
+    done = run_locust(
+        "tests/support/recording_locustfile.py",
+        *(
+            "--only-summary",
+            "--batch-size",
+            "1",
+            "--sweep-users",
+            "1,2",
+            "--sweep-step-time",
+            "3",
+            "--stop-timeout",
+            "5",
+        ),
+        host=mock.url,
+        csv=prefix,
+        json_result=result,
+        timeout=60,
+        env={"RECORD_DIR": str(record)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (times,) = [orjson.loads(f.read_bytes()) for f in record.iterdir()]  # every request's time, in event order
     with open(f"{prefix}_sweep.csv") as f:

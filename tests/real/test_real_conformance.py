@@ -11,9 +11,6 @@ start (the preflight request) and reaches the user.
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +20,10 @@ import pytest
 from tests.real import prometheus, servers
 from tests.real.servers import RealServer
 from tests.real.table import RESULTS
+from tests.support.locust_run import run_locust
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = str(Path(__file__).with_name("all_users.py"))
 DIM = 384
 """all-MiniLM-L6-v2's embedding dimension."""
@@ -60,11 +57,16 @@ def _aggregated(path: Path) -> dict[str, str]:
 
 def headless(server: RealServer, user_class: str, *args: str, tmp: Path, preflight: bool = False) -> Outcome:
     prefix = tmp / user_class
-    cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, user_class, "--host", server.url, "--model", server.model,
-           "--headless", "-u", "1", "-r", "1", "-t", f"{RUN_S}s", "--stop-timeout", "10", "--csv", str(prefix),
-           "--only-summary", *args]  # fmt: skip
-    env = {**os.environ, "LOCUST_NO_PREFLIGHT": "false" if preflight else "true"}
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=RUN_S + 60, env=env)
+    done = run_locust(
+        LOCUSTFILE,
+        *(user_class, "--model", server.model, "--stop-timeout", "10", "--only-summary", *args),
+        users=1,
+        run_time=f"{RUN_S}s",
+        host=server.url,
+        csv=prefix,
+        env={"LOCUST_NO_PREFLIGHT": "false" if preflight else "true"},
+        timeout=RUN_S + 60,
+    )
     failures_path = Path(f"{prefix}_failures.csv")
     failures = list(csv.DictReader(failures_path.open())) if failures_path.is_file() else []
     return Outcome(done.returncode, done.stdout + done.stderr, _aggregated(Path(f"{prefix}_stats.csv")),

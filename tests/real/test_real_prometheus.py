@@ -5,7 +5,6 @@ and every expression of the Grafana dashboard has data on vLLM's real series nam
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.grafana_dashboard import LINGER_S, assert_the_dashboard_has_data
+from tests.support.locust_run import ROOT, csv_rows, locust_argv, wait_for_log
 from tests.support.prometheus_server import free_port, prometheus
-from tests.test_prometheus import LINGER_S, ROOT, assert_the_dashboard_has_data, read_csv, wait_for
 
 pytestmark = pytest.mark.real
 
@@ -32,20 +32,24 @@ def test_prometheus_sees_the_client_beside_real_vllm(  # open loop: the target r
         time.sleep(1.5)
         before = prom.value('sum(vllm:prompt_tokens_total{job="vllm"})')
         log = tmp_path / "locust.log"
-        argv = [
-            *(sys.executable, "-m", "locust", "-f", "locustfiles/embeddings.py", "--headless", "--only-summary"),
-            *("--host", vllm_server.url, "--model", "minilm", "--batch-size", "1", "--input-len", "16"),
-            *("-u", "4", "-r", "4", "--request-rate", "8", "-t", "10s", "--stop-timeout", "30"),
-            *("--csv", str(tmp_path / "run")),
+        argv = locust_argv(
+            "locustfiles/embeddings.py",
+            *("--only-summary", "--model", "minilm", "--batch-size", "1", "--input-len", "16"),
+            *("--request-rate", "8", "--stop-timeout", "30"),
             *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-linger", str(LINGER_S)),
-        ]
+            headless=True,
+            users=4,
+            run_time="10s",
+            host=vllm_server.url,
+            csv=tmp_path / "run",
+        )
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_for(log, "for a last scrape", proc, 180)
+            wait_for_log(log, "for a last scrape", proc, 180)
             time.sleep(3)
             at = time.time()
-            total = read_csv(tmp_path / "run_pooling.csv")["Aggregated"]
+            total = csv_rows(tmp_path / "run_pooling.csv")["Aggregated"]
             assert int(total["Request Count"]) > 10 and total["Failure Count"] == "0", total
             assert prom.value("sum(poolbench_requests_total)", at) == int(total["Request Count"])
             tokens = prom.value("sum(poolbench_input_tokens_total)", at)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import locust
+from tests.support.locust_run import run_locust
 
 pytestmark = pytest.mark.real
 
@@ -36,12 +36,30 @@ def _by(path: Path, key: str) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("encoding", ["float", "bytes"])
 def test_vllms_own_counters_equal_the_clients(vllm_server: Any, tmp_path: Path, encoding: str) -> None:
     prefix, page = tmp_path / "vllm", tmp_path / "vllm.html"
-    result = locust(
-        "-f", "locustfiles/embeddings.py", "--host", vllm_server.url, "--model", "minilm",
-        "--encoding-format", encoding, "--batch-size", "1", "--input-len", "16",
-        "--headless", "-u", "2", "-r", "2", "-t", "10s", "--stop-timeout", "30",
-        "--server-metrics-interval", "2", "--csv", str(prefix), "--html", str(page), timeout=180,
-    )  # fmt: skip
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *(
+            "--model",
+            "minilm",
+            "--encoding-format",
+            encoding,
+            "--batch-size",
+            "1",
+            "--input-len",
+            "16",
+            "--stop-timeout",
+            "30",
+            "--server-metrics-interval",
+            "2",
+            "--html",
+            str(page),
+        ),
+        host=vllm_server.url,
+        users=2,
+        run_time="10s",
+        csv=prefix,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (server,) = _by(Path(f"{prefix}_server_metrics.csv"), "Server").values()
     assert server["Kind"] == "vllm" and server["Failed Scrapes"] == "0"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import websocket
+
+from tests.support.ports import free_port
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -32,12 +33,6 @@ CHROMIUM_FLAGS = (
 
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, seconds: float = 30) -> None:

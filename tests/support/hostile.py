@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -161,6 +161,11 @@ def server_process(target: str, env: dict[str, str] | None = None) -> Iterator[s
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def handler_process(name: str) -> AbstractContextManager[str]:
+    """tests/support/hostile_handlers.py's handler `name`, served by a process of its own; yields its URL."""
+    return server_process(f"tests.support.hostile_handlers:{name}")
 
 
 Write = bytes | float

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import psutil
 
-LOCUST = str(Path(sys.executable).with_name("locust"))
+from tests.support.locust_run import ROOT
 
 
 def session_members(session: int) -> list[psutil.Process]:
@@ -25,11 +23,13 @@ def session_members(session: int) -> list[psutil.Process]:
     return members
 
 
-def run_and_find_leftovers(args: list[str], cwd: Path, timeout: float = 60.0, grace: float = 3.0):
-    """Run `locust *args` in a new session; after it exits and `grace` seconds more, the processes of
-    its session still alive, killed then so that no test leaves them behind."""
+def run_and_find_leftovers(
+    argv: list[str], timeout: float = 60.0, grace: float = 3.0
+) -> tuple[int | None, str, list[psutil.Process]]:
+    """Run `argv` (tests.support.locust_run.locust_argv) in a new session; after it exits and `grace`
+    seconds more, the processes of its session still alive, killed then so that no test leaves them behind."""
     process = subprocess.Popen(
-        [LOCUST, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     try:
         output, _ = process.communicate(timeout=timeout)

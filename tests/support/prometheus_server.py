@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -19,14 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.ports import free_port
+
 BINARY = "prometheus"
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

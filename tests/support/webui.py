@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
 import requests
 
-from tests.test_cli import ROOT
+from tests.support.locust_run import ROOT, locust_argv
+from tests.support.ports import free_port
 
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class WebUI:
@@ -31,8 +24,7 @@ class WebUI:
         # A file, not a pipe: a pipe nobody reads could fill up and block locust. Closed in close().
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", locustfile, "--web-host", "127.0.0.1",
-             "--web-port", str(self.port), *args],
+            locust_argv(locustfile, *("--web-host", "127.0.0.1", "--web-port", str(self.port)), *args),
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,0 +1,40 @@
+"""A bad value for every checked option, and what the one line that stops the run at start says about it."""
+
+from __future__ import annotations
+
+BAD_VALUES: dict[str, tuple[str, str]] = {
+    # option: (bad value, what its one line says); values differ from tests/test_cli.py's
+    "--encoding-format": ("BYTES", "must be one of float, base64, bytes, bytes_only; got 'BYTES'"),
+    "--embed-dtype": ("int8", "must be one of float32"),
+    "--endianness": ("middle", "must be one of native"),
+    "--dimensions": ("0", "must be a whole number >= 1, got 0"),
+    "--batch-size": ("-2", "must be a whole number >= 1, got -2"),
+    "--input-len": ("many", "must be a whole number >= 1, got 'many'"),
+    "--input-len-range": ("4:x", "must be a whole number >= 1, got 'x'"),
+    "--documents": ("-3", "must be a whole number >= 1, got -3"),
+    "--dataset": ("s3://bucket/data.jsonl", "must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]'"),
+    "--seed": ("-1", "must be a whole number >= 0, got -1"),
+    "--request-rate": ("0", "must be a number > 0"),
+    "--burstiness": ("-1", "must be a number >= 0"),
+    "--max-concurrency": ("0", "must be a whole number >= 1, got 0"),
+    "--trace-speed": ("0", "must be a number > 0"),
+    "--warmup": ("later", "must be a number >= 0, got 'later'"),
+    "--sweep-rates": ("10,x", "must be numbers separated by commas"),
+    "--sweep-users": ("8,0", "must be a whole number >= 1, got 0"),
+    "--sweep-step-time": ("0", "must be a number > 0"),
+    "--request-timeout": ("soon", "must be a number of seconds > 0, got 'soon'"),
+    "--endpoint-path": ("rerank", "must start with '/', got 'rerank'"),
+    "--max-body-mb": ("0", "must be a whole number >= 1, got 0"),
+    "--max-header-kb": ("1.5", "must be a whole number >= 1, got '1.5'"),
+    "--check-p95-ms": ("fast", "must be a number >= 0, got 'fast'"),
+    "--check-fail-ratio": ("2", "must be a ratio from 0 to 1, got 2.0"),
+    "--check-min-tokens-per-s": ("-5", "must be a number >= 0, got -5.0"),
+    "--slo": ("e2e=300", "must be KEY=MS pairs separated by commas"),
+    "--check-min-goodput": ("many", "must be a number >= 0, got 'many'"),
+    "--check-min-rate-ratio": ("0", "must be a share above 0 and at most 1, got '0'"),
+    "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
+    "--server-metrics-interval": ("0", "must be a number > 0"),
+    "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
+    "--prometheus-linger": ("-1", "must be a number >= 0, got -1.0"),
+    "--json-result": (" ", "must be a file name, got an empty one"),
+}

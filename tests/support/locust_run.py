@@ -1,0 +1,130 @@
+"""Locust as users run it: the command line spelled once, one headless run, and its CSV and JSON outputs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+LOAD = ("--input-len", "6", "--batch-size", "3", "--documents", "4")
+"""A small shape most runs use: six-word inputs, batches of three, four documents to rerank."""
+PREFLIGHT_ON = {"LOCUST_NO_PREFLIGHT": "false"}
+"""tests/conftest.py turns the preflight off for the suite; a run given this env turns it back on."""
+RUN_TIMEOUT_S = 60.0
+
+
+def csv_rows(path: Path | str) -> dict[str, dict[str, str]]:
+    """A Locust-style CSV (stats, pooling, ...) by its Name column."""
+    with Path(path).open(newline="") as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+def locust_argv(
+    locustfile: str | Path | None,
+    *args: str,
+    headless: bool = False,
+    users: int | None = None,
+    spawn_rate: float | None = None,
+    run_time: str | None = None,
+    host: str | None = None,
+    csv: Path | str | None = None,
+    json_result: Path | str | None = None,
+) -> list[str]:
+    """`python -m locust [-f LOCUSTFILE] [--headless] [-u N -r R] [-t T] [--host H] [--csv P] [--json-result J] ARGS`.
+
+    The spawn rate defaults to the number of users (all start at once), as almost every run here wants."""
+    argv = [sys.executable, "-m", "locust"]
+    if locustfile is not None:
+        argv += ["-f", str(locustfile)]
+    if headless:
+        argv.append("--headless")
+    if users is not None:
+        argv += ["-u", str(users), "-r", str(users if spawn_rate is None else spawn_rate)]
+    elif spawn_rate is not None:
+        argv += ["-r", str(spawn_rate)]
+    if run_time is not None:
+        argv += ["-t", run_time]
+    if host is not None:
+        argv += ["--host", host]
+    if csv is not None:
+        argv += ["--csv", str(csv)]
+    if json_result is not None:
+        argv += ["--json-result", str(json_result)]
+    return [*argv, *args]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished run left: its exit code and output, and where its CSV and JSON outputs are."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    csv_prefix: Path | None = None
+    json_path: Path | None = None
+
+    def csv(self, kind: str = "stats") -> dict[str, dict[str, str]]:
+        """`{prefix}_{kind}.csv` by Name (kind: stats, pooling, pooling_history, failures, ...)."""
+        assert self.csv_prefix is not None, "this run was not given csv="
+        return csv_rows(f"{self.csv_prefix}_{kind}.csv")
+
+    def json(self) -> Any:
+        assert self.json_path is not None, "this run was not given json_result="
+        return json.loads(self.json_path.read_text())
+
+
+def run_locust(
+    locustfile: str | Path | None,
+    *args: str,
+    headless: bool = True,
+    users: int | None = None,
+    spawn_rate: float | None = None,
+    run_time: str | None = None,
+    host: str | None = None,
+    csv: Path | str | None = None,
+    json_result: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = RUN_TIMEOUT_S,
+) -> Completed:
+    """Run Locust to its end from the repository's root (headless unless told), within `timeout` seconds.
+
+    A run still going at `timeout` is killed and the test fails with subprocess.TimeoutExpired."""
+    argv = locust_argv(
+        locustfile,
+        *args,
+        headless=headless,
+        users=users,
+        spawn_rate=spawn_rate,
+        run_time=run_time,
+        host=host,
+        csv=csv,
+        json_result=json_result,
+    )
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+    return Completed(
+        args=argv,
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        csv_prefix=None if csv is None else Path(csv),
+        json_path=None if json_result is None else Path(json_result),
+    )
+
+
+def wait_for_log(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait until a running Locust (`proc`) has written `text` to its log; fail if it ends first or takes longer."""
+    deadline = time.monotonic() + timeout
+    while text not in path.read_text(errors="replace"):
+        assert proc.poll() is None, f"locust ended before {text!r}:\n{path.read_text(errors='replace')[-4000:]}"
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout} s:\n{path.read_text(errors='replace')}"
+        time.sleep(0.2)
