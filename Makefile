@@ -48,6 +48,7 @@ test: lint docs
 # then the unit suite. Leaves out tests/test_browser.py: it drives Locust's web UI in Chromium (about
 # 4 minutes), JavaScript that is the same on every Python and whose Locust is the floor's; `make test`
 # runs it. uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
+# .ci/check_floors.py first fails if any bound was not what got installed (a dependency lifted it).
 $(FLOOR_VENV)/.installed: pyproject.toml
 	rm -rf $(FLOOR_VENV)
 	$(FLOOR_PYTHON) -m venv $(FLOOR_VENV)
@@ -57,7 +58,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
-	$(FLOOR_VENV)/bin/uv pip list --python $(FLOOR_VENV)/bin/python
+	$(FLOOR_VENV)/bin/python .ci/check_floors.py test docs
 	$(FLOOR_VENV)/bin/python -m pytest --ignore tests/test_browser.py
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
