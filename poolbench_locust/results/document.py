@@ -18,7 +18,7 @@ import re
 import tempfile
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -242,7 +242,7 @@ def _client_load(environment: Environment) -> Any:
 
 
 def _iso(epoch: float | None) -> str | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, timezone.utc).isoformat()
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
 def build(
