@@ -370,6 +370,9 @@ def side_by_side(seconds: int, users: int, rate: float, reset_rate: float, inter
             "slope_mb_per_min": None if (s := slope(last)) is None else round(s, 4),
             "samples": samples,
         }
+    slopes = [p["slope_mb_per_min"] for p in out["processes"].values()]
+    # Both processes run Locust, whose own per-second state grows (docs/results.md): the difference is ours.
+    out["poolbench_own_slope_mb_per_min"] = None if None in slopes else round(slopes[0] - slopes[1], 4)
     return out
 
 
@@ -383,6 +386,8 @@ def side_by_side_main(minutes: float, users: int, rate: float, reset_rate: float
             f"{name:<14}{p['requests']:>10}{p['failures']:>10}{p['requests_per_s']:>8}"
             f"{p['rss_first_mb']:>11}{p['rss_last_mb']:>8}{p['slope_mb_per_min']:>10}"
         )
+    own = r["poolbench_own_slope_mb_per_min"]
+    print(f"poolbench-locust's own (its slope less FastHttpUser's, Locust's own growth): {own} MB/min")
     print(f"JSON result: {r['json_result_bytes']} bytes, series at {r['json_result_series_seconds']} s,")
     print(f"  history every {r['json_result_history_interval_s']} s; /metrics {r['metrics_bytes']} bytes")
     print(machine_line())
@@ -402,7 +407,7 @@ def counts_main(args: argparse.Namespace) -> None:
         print(f"  {key:<10}{d['first']:>8}{d['last']:>8}{d['min']:>8}{d['max']:>8}{d['slope_per_min']:>10}")
     print("counts:", ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     print("Locust, pooling stats and the mock agree" if r["agree"] else "COUNTS DISAGREE")
-    print(f"written: {write_result('soak', r).relative_to(ROOT)}")
+    print(f"written: {write_result('soak_counts', r).relative_to(ROOT)}")
 
 
 def main() -> None:
