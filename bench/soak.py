@@ -1,13 +1,25 @@
-"""Soak: minutes of steady load with 1-5 % injected faults; RSS, open fds and greenlets stay flat.
+"""Soak: does memory stay flat over a long run? poolbench-locust beside a plain FastHttpUser.
 
-    python bench/soak.py [--minutes 3] [--users 20] [--rate 200] [--fault-rate 0.03]
+    python bench/soak.py [--minutes 30] [--users 8] [--rate 800] [--reset-rate 0.02]
+    python bench/soak.py --counts [--minutes 3] [--users 20] [--rate 200] [--fault-rate 0.03]
 
-The bundled mock server runs in its own process with `--fault NAME=RATE` (a mix of statuses,
-broken wire and stalls past --request-timeout) and a seed; one headless Locust process sends
-`--rate` requests/s (constant_throughput per user) to /v1/embeddings and /rerank. That process
-samples itself (RSS and open fds from /proc/self, live greenlets from gc) every few seconds.
-At the end, Locust's CSV, the pooling CSV and the mock's own counts must agree exactly.
-Results go to `bench/results/soak.json`.
+By default (issue 29.9): two headless Locust processes run side by side for `--minutes`, each
+against its own bundled mock server (its own process, `--fault reset-mid-body=RATE`: a connection
+reset mid-body every 50th answer), `--users` users each sending `--rate` requests/s in all, small
+float JSON embeddings: poolbench-locust with `--json-result`, `--csv` and `--prometheus-port` (scraped
+every sample, as Prometheus would), and Locust's FastHttpUser (bench/plain_locustfile.py) with the
+same `--csv`. Both run under `nice`, sized for two shared cores. Every ~10 s this script reads each
+Locust process's RSS from /proc/PID/status and prints, per process, the least-squares slope of RSS in
+MB/min over the last 10 minutes (the last third of a run shorter than 30 minutes). Results go to
+`bench/results/soak.json`.
+
+With --counts: minutes of steady load with 1-5 % injected faults; RSS, open fds and greenlets stay
+flat and every count agrees. The bundled mock server runs in its own process with `--fault
+NAME=RATE` (a mix of statuses, broken wire and stalls past --request-timeout) and a seed; one
+headless Locust process sends `--rate` requests/s (constant_throughput per user) to /v1/embeddings
+and /rerank. That process samples itself (RSS and open fds from /proc/self, live greenlets from gc)
+every few seconds. At the end, Locust's CSV, the pooling CSV and the mock's own counts must agree
+exactly. Results go to `bench/results/soak_counts.json`.
 
 This file is also the locustfile of that run and of tests/test_reliability.py: loaded by Locust
 with POOLBENCH_USERS set, it declares those poolbench_locust User classes, tagged per user
@@ -20,9 +32,12 @@ import argparse
 import gc
 import json
 import os
+import socket
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -30,7 +45,19 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/soak.py`, or loaded by Locust as a locustfile
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, Mock, run_locust, write_result
+from bench.common import (
+    CHILD_ENV,
+    HERE,
+    PYTHON,
+    ROOT,
+    Mock,
+    Payload,
+    body_file,
+    csv_row,
+    machine_line,
+    run_locust,
+    write_result,
+)
 
 USERS_ENV = "POOLBENCH_USERS"
 """Comma-separated names of poolbench_locust User classes to declare (unset: no locustfile role)."""
@@ -218,14 +245,156 @@ def soak(seconds: int, users: int, rate: float, fault_rate: float, interval: flo
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=3)
-    parser.add_argument("--users", type=int, default=20)
-    parser.add_argument("--rate", type=float, default=200, help="requests/s of the whole run")
-    parser.add_argument("--fault-rate", type=float, default=0.03, help="share of requests with a fault")
-    parser.add_argument("--interval", type=float, default=5, help="seconds between samples")
-    args = parser.parse_args()
+# ---- side by side: poolbench-locust and a plain FastHttpUser, RSS slopes ------------------------
+
+SLOPE_WINDOW_S = 600
+"""The slope is taken over the last 10 minutes of the run (the last third of a shorter run than 30)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return round(int(status.split("VmRSS:")[1].split()[0]) / 1024, 2) if "VmRSS:" in status else None
+
+
+def _scrape(port: int) -> int:
+    """Read /metrics as Prometheus would; the bytes served (0 if it did not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return len(resp.read())
+    except OSError:
+        return 0
+
+
+def slope(samples: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, MB) pairs, in MB per minute; None below three pairs."""
+    if len(samples) < 3:
+        return None
+    times, values = [t for t, _ in samples], [v for _, v in samples]
+    mean_t, mean_v = sum(times) / len(times), sum(values) / len(values)
+    spread = sum((t - mean_t) ** 2 for t in times) or 1.0
+    return sum((t - mean_t) * (v - mean_v) for t, v in samples) / spread * 60
+
+
+def _start(locustfile: Path, extra: list[str], seconds: int, prefix: str, env: dict[str, str]) -> subprocess.Popen:
+    cmd = [PYTHON, "-m", "locust", "-f", str(locustfile), "--headless", "--only-summary", "--csv", prefix]
+    cmd += ["-t", f"{seconds}s", "--stop-timeout", "5s", *extra]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**CHILD_ENV, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.nice(10),  # the pid stays Locust's own (`nice locust` would too, but this is plainer)
+    )
+
+
+def side_by_side(seconds: int, users: int, rate: float, reset_rate: float, interval: float = 10.0) -> dict[str, Any]:
+    """Run both clients for `seconds`; their RSS every `interval` s, slopes and request counts."""
+    payload = Payload("float", 1, 16)
+    faults = ("--seed", "1", "--fault", f"reset-mid-body={reset_rate}")
+    port = _free_port()
+    with (
+        Mock(*faults) as mock_a,
+        Mock(*faults) as mock_b,
+        body_file(payload.body()) as body,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        load = ["-u", str(users), "-r", str(users)]
+        env = {"BENCH_BODY_FILE": body, "BENCH_USER_CLASS": payload.user_class, "BENCH_USER_RATE": f"{rate / users:g}"}
+        pb_extra = [*load, "--host", mock_a.url, *payload.poolbench_args(), "--json-result", f"{tmp}/result.json"]
+        pb_extra += ["--prometheus-port", str(port), "--prometheus-host", "127.0.0.1"]
+        procs = {
+            "poolbench": _start(HERE / "poolbench_locustfile.py", pb_extra, seconds, f"{tmp}/pb", env),
+            "fasthttpuser": _start(
+                HERE / "plain_locustfile.py", [*load, "--host", mock_b.url, "FastBuffered"], seconds, f"{tmp}/fast", env
+            ),
+        }
+        started = time.monotonic()
+        rss: dict[str, list[tuple[float, float]]] = {name: [] for name in procs}
+        scraped = 0
+        deadline = started + seconds + 120
+        while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+            t = time.monotonic() - started
+            if t <= seconds:  # the run itself, not its stopping and the writing of its results
+                for name, proc in procs.items():
+                    if (mb := _rss_mb(proc.pid)) is not None:
+                        rss[name].append((round(t, 1), mb))
+                scraped = max(scraped, _scrape(port))
+            time.sleep(interval - (time.monotonic() - started) % interval)
+        errors = {}
+        for name, proc in procs.items():
+            if proc.poll() is None:
+                proc.kill()
+            _, err = proc.communicate()
+            if proc.returncode not in (0, 1):
+                errors[name] = err.decode(errors="replace")[-2000:]
+        if errors:
+            raise RuntimeError(f"a Locust process failed: {errors}")
+        stats = {"poolbench": csv_row(f"{tmp}/pb_stats.csv"), "fasthttpuser": csv_row(f"{tmp}/fast_stats.csv")}
+        result_doc = json.loads(Path(f"{tmp}/result.json").read_text())
+        result_bytes = Path(f"{tmp}/result.json").stat().st_size
+    window = min(SLOPE_WINDOW_S, seconds / 3)
+    out: dict[str, Any] = {
+        "seconds": seconds,
+        "users": users,
+        "rate_per_process": rate,
+        "reset_rate": reset_rate,
+        "interval_s": interval,
+        "slope_window_s": round(window),
+        "flags": "--csv --json-result --prometheus-port (poolbench-locust); --csv (FastHttpUser)",
+        "json_result_bytes": result_bytes,
+        "json_result_series_seconds": result_doc.get("series_seconds"),
+        "json_result_history_interval_s": result_doc.get("history", {}).get("interval_s"),
+        "metrics_bytes": scraped,
+        "processes": {},
+    }
+    for name, samples in rss.items():
+        last = [(t, mb) for t, mb in samples if t >= seconds - window]
+        requests, failures = int(stats[name]["Request Count"]), int(stats[name]["Failure Count"])
+        out["processes"][name] = {
+            "requests": requests,
+            "failures": failures,
+            "requests_per_s": round(requests / seconds, 1),
+            "rss_first_mb": samples[0][1] if samples else None,
+            "rss_last_mb": samples[-1][1] if samples else None,
+            "rss_max_mb": max((mb for _, mb in samples), default=None),
+            "slope_mb_per_min": None if (s := slope(last)) is None else round(s, 4),
+            "samples": samples,
+        }
+    slopes = [p["slope_mb_per_min"] for p in out["processes"].values()]
+    # Both processes run Locust, whose own per-second state grows (docs/results.md): the difference is ours.
+    out["poolbench_own_slope_mb_per_min"] = None if None in slopes else round(slopes[0] - slopes[1], 4)
+    return out
+
+
+def side_by_side_main(minutes: float, users: int, rate: float, reset_rate: float, interval: float) -> None:
+    r = side_by_side(round(minutes * 60), users, rate, reset_rate, interval)
+    print(f"soak: {r['seconds']} s side by side, {users} users and {rate:g} requests/s each, resets {reset_rate:.0%}")
+    print(f"RSS slope over the last {r['slope_window_s']} s (least squares), MB/min:")
+    print(f"{'process':<14}{'requests':>10}{'failures':>10}{'req/s':>8}{'RSS first':>11}{'last':>8}{'slope':>10}")
+    for name, p in r["processes"].items():
+        print(
+            f"{name:<14}{p['requests']:>10}{p['failures']:>10}{p['requests_per_s']:>8}"
+            f"{p['rss_first_mb']:>11}{p['rss_last_mb']:>8}{p['slope_mb_per_min']:>10}"
+        )
+    own = r["poolbench_own_slope_mb_per_min"]
+    print(f"poolbench-locust's own (its slope less FastHttpUser's, Locust's own growth): {own} MB/min")
+    print(f"JSON result: {r['json_result_bytes']} bytes, series at {r['json_result_series_seconds']} s,")
+    print(f"  history every {r['json_result_history_interval_s']} s; /metrics {r['metrics_bytes']} bytes")
+    print(machine_line())
+    print(f"written: {write_result('soak', r).relative_to(ROOT)}")
+
+
+def counts_main(args: argparse.Namespace) -> None:
     r = soak(round(args.minutes * 60), args.users, args.rate, args.fault_rate, args.interval)
     print(f"soak: {r['seconds']} s, {r['users']} users, {r['achieved_rate']} of {r['target_rate']:g} requests/s")
     print(f"faults injected ({args.fault_rate:.0%}): {r['faults']}")
@@ -238,7 +407,25 @@ def main() -> None:
         print(f"  {key:<10}{d['first']:>8}{d['last']:>8}{d['min']:>8}{d['max']:>8}{d['slope_per_min']:>10}")
     print("counts:", ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     print("Locust, pooling stats and the mock agree" if r["agree"] else "COUNTS DISAGREE")
-    print(f"written: {write_result('soak', r).relative_to(ROOT)}")
+    print(f"written: {write_result('soak_counts', r).relative_to(ROOT)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", action="store_true", help="the fault soak whose counts must agree")
+    parser.add_argument("--minutes", type=float, help="30 (side by side), 3 (--counts)")
+    parser.add_argument("--users", type=int, help="8 per process (side by side), 20 (--counts)")
+    parser.add_argument("--rate", type=float, help="requests/s of each process: 800 (side by side), 200 (--counts)")
+    parser.add_argument("--fault-rate", type=float, default=0.03, help="--counts: share of requests with a fault")
+    parser.add_argument("--reset-rate", type=float, default=0.02, help="share of answers reset mid-body")
+    parser.add_argument("--interval", type=float, help="seconds between samples: 10 (side by side), 5 (--counts)")
+    args = parser.parse_args()
+    if args.counts:
+        args.minutes, args.users = args.minutes or 3, args.users or 20
+        args.rate, args.interval = args.rate or 200, args.interval or 5
+        counts_main(args)
+    else:
+        side_by_side_main(args.minutes or 30, args.users or 8, args.rate or 800, args.reset_rate, args.interval or 10)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@ the charts and the JSON result.
 A sample is the Aggregated row of `table.rows` (every name's row too with --csv-full-history),
 with the time, the user count and the TTFB and E2E percentiles of the requests of the last
 WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
-Memory stays bounded however long the run: past MAX_SAMPLES, every other sample is dropped and the
-interval between samples doubles, so a day's run keeps the same number of samples as half an
-hour's, evenly spread.
+Memory stays the same however long the run, not only bounded: past MAX_SAMPLES samples (ten minutes
+at one a second), each new sample makes two neighbours of the narrowest width merge (`Tiers`), so
+exactly MAX_SAMPLES are held from then on, and what is shown (charts, the JSON result) is evenly spread
+at one interval, the widest kept: 1 s up to 10 minutes, 2 s up to 20, 4 s up to 40, ..., 256 s for a
+day. A halving list (drop every other sample when full, then fill again) would be bounded too, but
+would grow again for as long as it took to fill: memory would rise for hours of a steady run.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -27,8 +29,10 @@ from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.store import Slot
 
-MAX_SAMPLES = 1800
-"""Half an hour at one sample a second; a longer run keeps this many, further apart."""
+MAX_SAMPLES = 600
+"""Ten minutes at one sample a second; a longer run holds exactly this many, and shows at most this
+many, further apart. Smaller than the half hour it was, so that a half-hour soak stops growing after
+ten minutes (bench/soak.py); a chart is no more than 600 points wide anyway."""
 
 WINDOW_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 """As Locust's current response time percentiles: the requests of the last 10 s."""
@@ -81,31 +85,84 @@ class Window:
         return figures
 
 
-@dataclass
+class Tiers:
+    """The widths (in ticks) of a fixed number of kept entries, oldest first: each tick adds an entry of
+    width 1; past `limit` entries, two neighbours of the narrowest width merge (the oldest such pair,
+    starting on a multiple of twice their width). The widths stay powers of two, never narrower
+    towards the past, and every entry starts on a multiple of its own width: grouped by the widest
+    width they read as evenly spread entries, however long the run. The caller merges its own
+    entries where `add` says."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.widths: list[int] = []
+
+    def add(self) -> int | None:
+        """One more tick; if two entries merge, the index of the first (the second, i + 1, is gone)."""
+        self.widths.append(1)
+        if len(self.widths) <= self.limit:
+            return None
+        best, at, start = 0, None, 0
+        widths = self.widths
+        for i in range(len(widths) - 1):
+            width = widths[i]
+            if width == widths[i + 1] and start % (2 * width) == 0 and (at is None or width < best):
+                best, at = width, i
+            start += width
+        if at is not None:  # always, past a few dozen entries: limit entries cannot all differ in width
+            widths[at] *= 2
+            del widths[at + 1]
+        return at
+
+    @property
+    def widest(self) -> int:
+        return max(self.widths, default=1)
+
+    def groups(self) -> list[list[int]]:
+        """Indexes of the entries, grouped into spans of the widest width (each starts on a multiple of it)."""
+        widest, start, out = self.widest, 0, []
+        for i, width in enumerate(self.widths):
+            if start % widest == 0:
+                out.append([i])
+            else:
+                out[-1].append(i)
+            start += width
+        return out
+
+    def clear(self) -> None:
+        self.widths.clear()
+
+
 class History:
-    samples: list[Sample] = field(default_factory=list)
-    interval: float = CSV_STATS_INTERVAL_SEC
-    """Seconds between kept samples: doubles each time the list is thinned."""
-    _skip: int = 0
-    """Samples still to skip before the next one is kept, once the interval has grown."""
-    window: Window = field(default_factory=Window)
+    """The samples of the run: exactly MAX_SAMPLES held past ten minutes, shown evenly spread."""
+
+    def __init__(self) -> None:
+        self._kept: list[Sample] = []
+        """Each the first sample of its entry in `_tiers` (the sample at the start of its span)."""
+        self._tiers = Tiers(MAX_SAMPLES)
+        self.window = Window()
+
+    @property
+    def samples(self) -> list[Sample]:
+        """The kept samples, evenly spread: one every `interval` seconds from the first."""
+        return [self._kept[group[0]] for group in self._tiers.groups()]
+
+    @property
+    def interval(self) -> float:
+        """Seconds between the samples shown: 1 until MAX_SAMPLES seconds, then doubling."""
+        return self._tiers.widest * CSV_STATS_INTERVAL_SEC
 
     def add(self, sample: Sample) -> bool:
-        """Keep the sample if it falls on the current interval; True if it was kept."""
-        if self._skip:
-            self._skip -= 1
-            return False
-        self.samples.append(sample)
-        if len(self.samples) > MAX_SAMPLES:
-            del self.samples[1::2]
-            self.interval *= 2
-        self._skip = round(self.interval / CSV_STATS_INTERVAL_SEC) - 1
+        """Keep the sample (two older ones may merge, keeping the first of them); always True."""
+        self._kept.append(sample)
+        merged = self._tiers.add()
+        if merged is not None:
+            del self._kept[merged + 1]
         return True
 
     def clear(self) -> None:
-        self.samples.clear()
-        self.interval = CSV_STATS_INTERVAL_SEC
-        self._skip = 0
+        self._kept.clear()
+        self._tiers.clear()
         self.window.clear()
 
 

@@ -32,7 +32,7 @@ from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.options import settings_of
-from poolbench_locust.results.series import TOTAL, Block, Key
+from poolbench_locust.results.series import TOTAL, Block, Key, series_of
 from poolbench_locust.servermetrics.scraping import scraping_of
 from poolbench_locust.sweep.steps import STEP_COLUMNS
 from poolbench_locust.sweep.sweep_shape import SweepShape
@@ -309,6 +309,7 @@ def build(
         "total": total,
         "failures": failures,
         "failures_left_out": omitted,
+        "series_seconds": series_of(environment).width,
         "history": {"interval_s": history.interval, "samples": json_safe(history.samples)},
         "sweep": _sweep(environment, started),
         "server_metrics": _server_metrics(environment),

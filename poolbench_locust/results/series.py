@@ -10,7 +10,11 @@ when the document is written, after the workers' last reports.
 
 On a master a block holds what the workers' reports brought in that second (each worker reports
 every 3 s), not what was sent in it: compare merges seconds into blocks of several seconds before
-resampling. Memory stays bounded: past MAX_BLOCKS, neighbouring blocks are merged in pairs.
+resampling. Memory stays the same however long the run, not only bounded: past MAX_BLOCKS blocks
+(ten minutes), each new second makes two neighbouring blocks of the narrowest width merge
+(metrics/history.py's `Tiers`), so exactly MAX_BLOCKS are held per name. `final` hands out the
+blocks at one width, the widest kept (`width`, written as `series_seconds` in the JSON result): 1 s
+up to 10 minutes, 2 s up to 20, 4 s up to 40, ..., 256 s for a day.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from locust.stats import StatsEntry
 
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 from poolbench_locust.metrics.histogram import locust_counts
+from poolbench_locust.metrics.history import Tiers
 from poolbench_locust.store import Slot
 
 MAX_BLOCKS = 600
-"""Ten minutes at one block a second; a longer run keeps this many, each covering more seconds.
-compare merges them into at most 100 chunks anyway, and a block's histograms weigh some kB."""
+"""Ten minutes at one block a second; a longer run holds exactly this many, each covering more seconds.
+compare merges them into at most 100 chunks anyway, and a block's histograms weigh some kB: held at
+1 s for an hour, they would grow a process by ~10 kB a second per name."""
 SAMPLE_INTERVAL_S = 1.0
 
 Block = dict[str, Any]
@@ -69,10 +75,12 @@ class _Snapshot:
         return snap
 
     def minus(self, before: _Snapshot, start: float, seconds: float) -> Block:
-        timings: dict[str, dict[str, int]] = {}
+        timings: dict[str, dict[int, int]] = {}
         for key, counts in self.timings.items():
             old = before.timings.get(key, {})
-            delta = {str(b): n - old.get(b, 0) for b, n in counts.items() if n - old.get(b, 0) > 0}
+            # Int keys while held (Locust's buckets under 256 ms are Python's shared small ints, where a
+            # text key would be one more object per bucket per block); text in the document.
+            delta = {b: n - old.get(b, 0) for b, n in counts.items() if n - old.get(b, 0) > 0}
             if delta:
                 timings[key] = delta
         block: Block = {"time": round(start, 3), "seconds": round(seconds, 3)}
@@ -98,29 +106,41 @@ def merge_blocks(blocks: list[Block]) -> Block:
     return merged
 
 
+def _as_text(block: Block) -> Block:
+    """The block as the document has it: bucket keys as text (JSON's object keys are text anyway)."""
+    timings = {key: {str(b): n for b, n in counts.items()} for key, counts in block["timings"].items()}
+    return {**block, "timings": timings}
+
+
+def _empty(block: Block) -> bool:
+    """A block of no time and nothing in it: the last sample, when nothing came after the one before."""
+    return not block["seconds"] and not block["timings"] and not any(block[name] for name in COUNTS)
+
+
 Key = tuple[str, str]
 """(method, name) as Locust keys its entries; the total is ("", "Aggregated")."""
 TOTAL: Key = ("", AGGREGATED)
 
 
-@dataclass
 class Series:
-    blocks: dict[Key, list[Block]] = field(default_factory=dict)
-    width: float = SAMPLE_INTERVAL_S
-    """Seconds per kept block: doubles each time the lists are thinned."""
-    _last: dict[Key, _Snapshot] = field(default_factory=dict)
-    _last_time: float | None = None
-    _pending: int = 0
-    """Samples taken since the last kept block, when the width has grown: merged into the next one."""
-    _parts: dict[Key, list[Block]] = field(default_factory=dict)
+    """The blocks of each name, one entry per span of `_tiers` (None before the name's first request)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Key, list[Block | None]] = {}
+        self._tiers = Tiers(MAX_BLOCKS)
+        self._last: dict[Key, _Snapshot] = {}
+        self._last_time: float | None = None
+
+    @property
+    def width(self) -> float:
+        """Seconds per block handed out: 1 until MAX_BLOCKS seconds, then doubling."""
+        return self._tiers.widest * SAMPLE_INTERVAL_S
 
     def clear(self) -> None:
-        self.blocks.clear()
+        self._kept.clear()
+        self._tiers.clear()
         self._last.clear()
-        self._parts.clear()
         self._last_time = None
-        self._pending = 0
-        self.width = SAMPLE_INTERVAL_S
 
     def _snapshots(self, environment: Environment, stats: PoolingStats) -> dict[Key, _Snapshot]:
         locust_stats = environment.stats
@@ -134,33 +154,34 @@ class Series:
         now = time.time() if now is None else now
         snaps = self._snapshots(environment, stats)
         start = self._last_time if self._last_time is not None else stats.start_time
+        spans = len(self._tiers.widths)
         for key, snap in snaps.items():
             block = snap.minus(self._last.get(key, _Snapshot()), start, max(now - start, 0.0))
-            self._parts.setdefault(key, []).append(block)
+            self._kept.setdefault(key, [None] * spans).append(block)
+        for key, kept in self._kept.items():
+            if key not in snaps:  # every list holds one entry per span
+                kept.append(None)
         self._last, self._last_time = snaps, now
-        self._pending += 1
-        if self._pending * SAMPLE_INTERVAL_S < self.width - 1e-9:
-            return
-        self._pending = 0
-        for key, parts in self._parts.items():
-            self.blocks.setdefault(key, []).append(merge_blocks(parts) if len(parts) > 1 else parts[0])
-        self._parts = {}
-        if max((len(b) for b in self.blocks.values()), default=0) > MAX_BLOCKS:
-            for key, blocks in self.blocks.items():
-                self.blocks[key] = [merge_blocks(blocks[i : i + 2]) for i in range(0, len(blocks), 2)]
-            self.width *= 2
+        merged = self._tiers.add()
+        if merged is not None:
+            for kept in self._kept.values():
+                first, second = kept[merged], kept[merged + 1]
+                kept[merged] = merge_blocks([first, second]) if first and second else first or second
+                del kept[merged + 1]
 
     def final(self, environment: Environment, stats: PoolingStats) -> dict[Key, list[Block]]:
-        """Every block, the part since the last sample included: they add up to the totals. The last
-        one ends at the last request, not now: the seconds of stopping would read as an idle server."""
+        """Every block, the part since the last sample included, `width` seconds each: they add up to
+        the totals. The last one ends at the last request, not now: the seconds of stopping would read
+        as an idle server."""
         last = stats.total.last
         end = max(last, self._last_time) if last is not None and self._last_time is not None else None
         self.sample(environment, stats, end)
-        for key, parts in self._parts.items():
-            self.blocks.setdefault(key, []).append(merge_blocks(parts))
-        self._parts = {}
-        self._pending = 0
-        return self.blocks
+        groups = self._tiers.groups()
+        out: dict[Key, list[Block]] = {}
+        for key, kept in self._kept.items():
+            blocks = [[b for i in group if (b := kept[i]) is not None and not _empty(b)] for group in groups]
+            out[key] = [_as_text(merge_blocks(parts) if len(parts) > 1 else parts[0]) for parts in blocks if parts]
+        return out
 
 
 _SERIES = Slot("series", Series)
