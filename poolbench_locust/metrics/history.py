@@ -188,7 +188,7 @@ def take_sample(environment: Environment, stats: PoolingStats) -> Sample:
     }
 
 
-def sample_while_running(
+def sample_history_while_running(
     environment: Environment, stats: PoolingStats, on_sample: Callable[[Sample], None] | None = None
 ) -> None:
     """Run forever in a greenlet: one sample per interval while users run; `on_sample` sees every one

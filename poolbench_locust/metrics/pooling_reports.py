@@ -29,7 +29,7 @@ from poolbench_locust.locust_pages import (
 from poolbench_locust.metrics import checks
 from poolbench_locust.metrics.collector import PoolingStats, stats_of
 from poolbench_locust.metrics.console import console_table
-from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_while_running
+from poolbench_locust.metrics.history import WINDOW_COLUMNS, Sample, history_of, sample_history_while_running
 from poolbench_locust.metrics.shipping import Inbox, Outbox
 from poolbench_locust.metrics.table import HEADER, csv_text, rows
 from poolbench_locust.options import OptionError, settings_of
@@ -175,7 +175,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     options = environment.parsed_options
     prefix = getattr(options, "csv_prefix", None)
     history_csv = _HistoryCsv(f"{prefix}_pooling_history.csv") if prefix else None
-    gevent.spawn(sample_while_running, environment, stats, history_csv.write if history_csv else None)
+    gevent.spawn(sample_history_while_running, environment, stats, history_csv.write if history_csv else None)
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:

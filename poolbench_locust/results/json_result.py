@@ -16,7 +16,7 @@ from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.results import document
-from poolbench_locust.results.series import sample_while_running, series_of
+from poolbench_locust.results.series import sample_blocks_while_running, series_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -46,7 +46,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     series = series_of(environment)
     environment.events.reset_stats.add_listener(series.clear)
     environment.events.test_start.add_listener(lambda **_: series.clear())  # a web UI re-run starts anew
-    gevent.spawn(sample_while_running, environment, stats)
+    gevent.spawn(sample_blocks_while_running, environment, stats)
     ended: list[float] = []
     workers = [0]
     """The most workers seen at a start or a stop: by quit, they have all left."""

@@ -191,7 +191,7 @@ def series_of(environment: Environment) -> Series:
     return _SERIES.of(environment)
 
 
-def sample_while_running(environment: Environment, stats: PoolingStats) -> None:
+def sample_blocks_while_running(environment: Environment, stats: PoolingStats) -> None:
     """Run forever in a greenlet on the master (or the only process): a block a second while users run."""
     series = series_of(environment)
     while True:
