@@ -84,6 +84,14 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
+def stop_run(environment: Any, error: str) -> None:
+    """A web UI's run that its form made wrong (checked at test_start): log the one line and stop that
+    run before its users spawn; the UI stays up for the next."""
+    logger.error("%s", error)
+    if environment.runner is not None:
+        gevent.spawn(environment.runner.stop)
+
+
 def exit_early(environment: Any, error: str) -> NoReturn:
     """Log the one line, quit this master's workers, and end the process with code 1, before any user runs."""
     logger.error("%s", error)

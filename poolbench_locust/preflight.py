@@ -15,13 +15,12 @@ import dataclasses
 import logging
 from typing import Any
 
-import gevent
 from locust.env import Environment
 from locust.event import EventHook, Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
-from poolbench_locust.lifecycle import exit_early
+from poolbench_locust.lifecycle import exit_early, stop_run
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
@@ -112,8 +111,7 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None or not _enabled(environment):
         return
     if (error := preflight_error(environment)) is not None:
-        logger.error("%s", error)
-        gevent.spawn(runner.stop)
+        stop_run(environment, error)
 
 
 def setup(events: Events) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import gevent
 from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
@@ -15,7 +14,7 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error, probed
-from poolbench_locust.lifecycle import exit_early
+from poolbench_locust.lifecycle import exit_early, stop_run
 from poolbench_locust.options import OptionError, options_error
 
 logger = logging.getLogger("poolbench_locust")
@@ -72,9 +71,8 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     # before users spawn (a host already checked is not probed again).
     if isinstance(environment.runner, WorkerRunner):
         return
-    if (error := start_error(environment)) is not None and environment.runner is not None:
-        logger.error("%s", error)
-        gevent.spawn(environment.runner.stop)
+    if (error := start_error(environment)) is not None:
+        stop_run(environment, error)
 
 
 def setup(events: Events) -> None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import gevent
 from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
-from poolbench_locust.lifecycle import exit_early
+from poolbench_locust.lifecycle import exit_early, stop_run
 from poolbench_locust.options import OptionError
 from poolbench_locust.serverlimits.tei_info import TeiLimits, tei_limits
 from poolbench_locust.urls import shown_url
@@ -65,8 +64,7 @@ def on_test_start(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) or runner is None:
         return
     if (error := batch_error(environment)) is not None:
-        logger.error("%s", error)
-        gevent.spawn(runner.stop)
+        stop_run(environment, error)
 
 
 def setup(events: Events) -> None:

@@ -12,7 +12,6 @@ import logging
 import time
 from typing import Any
 
-import gevent
 from flask import Response
 from locust.env import Environment
 from locust.event import Events
@@ -21,6 +20,7 @@ from locust.runners import WorkerRunner
 from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.lifecycle import stop_run
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import report
@@ -61,9 +61,7 @@ def _start(environment: Environment, state: Scraping) -> None:
     try:
         settings = settings_of(environment)
     except OptionError as e:  # typed into the web UI's form: stop this run with the one line
-        logger.error("%s", e)
-        if environment.runner is not None:
-            gevent.spawn(environment.runner.stop)
+        stop_run(environment, str(e))
         return
     mode, interval = settings.server_metrics, settings.server_metrics_interval
     if mode == "off" or not (urls := _urls(environment, mode)):
