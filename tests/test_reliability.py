@@ -388,7 +388,15 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
 
 # ---- 4. bad configuration ---------------------------------------------------------------------------
 
-FREE_TEXT = {"--model", "--api-key", "--tokenizer", "--ca-bundle", "--dataset-column", "--prometheus-host"}
+FREE_TEXT = {
+    "--model",
+    "--input-type",
+    "--api-key",
+    "--tokenizer",
+    "--ca-bundle",
+    "--dataset-column",
+    "--prometheus-host",
+}
 """Options whose every text is a value argparse accepts."""
 CHECKED = [o.flag for o in ALL_OPTIONS if not o.is_flag and o.flag not in FREE_TEXT]
 

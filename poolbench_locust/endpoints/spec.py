@@ -13,6 +13,9 @@ from typing import Any, Literal
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import BY_FLAG, Settings
 
+Server = Literal["vllm", "infinity", "tei", "sglang", "ollama", "nim", "kserve", "cohere", "voyage", "llamacpp"]
+"""The server family whose answer forms a route speaks: also the bundled mock's flavor that answers like it."""
+
 Shape = Literal["texts", "pairs", "chat"]
 """What a request carries: a batch of texts, a query with documents, or one chat conversation."""
 
@@ -49,7 +52,7 @@ class Endpoint:
     shape: Shape
     body: Callable[[Inputs, Settings], dict[str, Any] | list[Any]]
     answer: Callable[[Any], ParsedAnswer]
-    server: Literal["vllm", "infinity", "tei"] = "vllm"
+    server: Server = "vllm"
     encodings: frozenset[str] = frozenset({"float"})
     """The `--encoding-format` values this route can answer; bytes/bytes_only mean a binary body."""
     usage_required: bool = True
@@ -62,6 +65,12 @@ class Endpoint:
     """Options this route cannot honour, flag -> why: given a value other than its default, one
     stops the run at start, instead of a run that measures something else than was asked."""
 
+    truncation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """--truncate value (end, start, none) -> the fields this route's body carries for it; a value missing
+    here is one the server cannot do, and an empty mapping a server that cannot truncate at all."""
+    input_types: tuple[str, ...] = ()
+    """The --input-type values the server takes, sent as `input_type`; empty: the route takes none."""
+
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
         for flag, why in self.cannot_send.items():
@@ -69,6 +78,25 @@ class Endpoint:
             if getattr(settings, option.dest) != option.default_value:
                 return flag, why
         return None
+
+
+VLLM_TRUNCATION: Mapping[str, Mapping[str, Any]] = {
+    # -1: cut to the model's own limit, as vLLM's benchmark always asks; "none" sends nothing (vLLM's default)
+    "end": {"truncate_prompt_tokens": -1, "truncation_side": "right"},
+    "start": {"truncate_prompt_tokens": -1, "truncation_side": "left"},
+    "none": {},
+}
+TEI_TRUNCATION: Mapping[str, Mapping[str, Any]] = {
+    "end": {"truncate": True, "truncation_direction": "Right"},
+    "start": {"truncate": True, "truncation_direction": "Left"},
+    "none": {"truncate": False},
+}
+NAMED_TRUNCATION: Mapping[str, Mapping[str, Any]] = {
+    # NIM and Cohere: "truncate": NONE | START | END
+    "end": {"truncate": "END"},
+    "start": {"truncate": "START"},
+    "none": {"truncate": "NONE"},
+}
 
 
 def model_field(settings: Settings) -> dict[str, str]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from poolbench_locust.mockserver.faults import FAULTS
 
-Flavor = Literal["vllm", "infinity", "tei"]
-FLAVORS: tuple[str, ...] = ("vllm", "infinity", "tei")
+Flavor = Literal["vllm", "infinity", "tei", "sglang", "ollama", "nim", "kserve", "cohere", "voyage", "llamacpp"]
+FLAVORS: tuple[str, ...] = get_args(Flavor)
+"""Each server family's answer forms (endpoints/spec.py's `Server`): where two servers share a route, the
+flavor says whose answer the mock gives."""
 INFINITY_USAGE: tuple[str, ...] = ("chars", "tokens")
 DEFAULT_STALL_MS = 30000.0
 

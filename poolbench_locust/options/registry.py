@@ -146,6 +146,23 @@ ALL_OPTIONS: tuple[Option, ...] = (
             label="Dimensions",
         ),
         Option(
+            "--truncate",
+            one_of(("end", "start", "none")),
+            None,
+            "Ask the server to cut inputs longer than the model's limit: end or start (which side is cut), or none "
+            "(refuse them), in the class's server's own field (vLLM truncate_prompt_tokens, TEI, NIM and Cohere "
+            "truncate). Not given: nothing is sent, the server's default.",
+            label="Truncate long inputs",
+        ),
+        Option(
+            "--input-type",
+            str,
+            None,
+            "The input_type sent, for servers that ask what the inputs are for (NIM: query or passage; Cohere and "
+            "vLLM /v2/embed: search_document, search_query, classification, clustering; Voyage: query, document).",
+            label="Input type",
+        ),
+        Option(
             "--endpoint-path", route, None, "Override the route of the User class (e.g. /v2/rerank).", label="Route"
         ),
         Option(

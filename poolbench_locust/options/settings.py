@@ -43,6 +43,8 @@ class Settings:
     embed_dtype: str = "float32"
     endianness: str = "native"
     dimensions: int | None = None
+    truncate: str | None = None
+    input_type: str | None = None
     endpoint_path: str | None = None
     api_key: str | None = field(default=None, repr=False)  # a secret: never in a text
     api_key_from_env: bool = False
