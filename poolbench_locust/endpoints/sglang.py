@@ -44,7 +44,9 @@ def _rerank_answer(doc: Any) -> ParsedAnswer:
 
 
 def _score_answer(doc: Any) -> ParsedAnswer:
-    """`{"scores": [[...]], "model", "usage", "object": "scoring"}`: one row of numbers per item."""
+    """`{"scores": [[...]], "model", "usage", "object": "scoring"}`: one row of numbers per item.
+
+    SGLang 0.5 leaves `usage` null (serving_score.py); a count is read should a release send one."""
     scores = doc.get("scores") if isinstance(doc, Mapping) else None
     if not isinstance(scores, list):
         raise AnswerError("answer has no 'scores' list")

@@ -310,7 +310,7 @@ def rerank(call: Call) -> AnswerDraft | Reply:
 
 
 def _sglang_rerank(call: Call, query: str, ranked: list[tuple[int, str, float]]) -> AnswerDraft:
-    """SGLang's /v1/rerank: a bare list, each result with its own prompt tokens in `meta_info`, no usage."""
+    """SGLang's /v1/rerank (serving_rerank.py): a bare list, each result with its own `meta_info`, no usage."""
     top_n = call.body.get("top_n")
     if top_n is not None and (type(top_n) is not int or top_n < 1):
         raise BadRequest("top_n must be a positive integer")
@@ -320,8 +320,8 @@ def _sglang_rerank(call: Call, query: str, ranked: list[tuple[int, str, float]])
     for i, d, s in ranked:
         pair = count_words(query) + count_words(d)
         tokens += pair
-        document = {"document": d} if with_docs else {}
-        doc.append({"score": s, **document, "index": i, "meta_info": {"prompt_tokens": pair}})
+        meta = {"id": _id("rerank"), "prompt_tokens": pair, "e2e_latency": 0.0}
+        doc.append({"score": s, "document": d if with_docs else None, "index": i, "meta_info": meta})
     return AnswerDraft(doc, tokens=tokens, sequences=len(ranked))
 
 
@@ -369,7 +369,9 @@ def score(call: Call) -> AnswerDraft:
 
 
 def _sglang_score(call: Call) -> AnswerDraft:
-    """SGLang's /v1/score: `query` + `items`, one row per item (one score per label token, or one)."""
+    """SGLang's /v1/score: `query` + `items`, one row per item (one score per label token, or one).
+
+    serving_score.py builds its answer "without usage info": `usage` is null."""
     query = _text(_required(call, "query"), "query")
     items = _texts(_required(call, "items"), "items")
     labels = call.body.get("label_token_ids")
@@ -378,7 +380,7 @@ def _sglang_score(call: Call) -> AnswerDraft:
     width = len(labels) if labels else 1
     tokens = _pair_words(query, items)
     rows = [[_score(query, item, k) for k in range(width)] for item in _kept(call, items)]
-    doc = {"scores": rows, "model": _model(call), "usage": _usage(tokens), "object": "scoring"}
+    doc = {"scores": rows, "model": _model(call), "usage": None, "object": "scoring"}
     return AnswerDraft(doc, tokens=tokens, sequences=len(items))
 
 
