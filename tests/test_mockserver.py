@@ -357,6 +357,7 @@ def test_tei_embed_and_predict(server):
         ("/predict", {"inputs": [["a b"]] * 33}),
         ("/embed_sparse", {"inputs": ["a b"] * 33}),
         ("/embed_all", {"inputs": ["a b"] * 33}),
+        ("/similarity", {"inputs": {"source_sentence": "a", "sentences": ["a b"] * 32}}),  # and the source
     ],
 )
 def test_tei_routes_refuse_a_batch_above_the_cap(server, path, body):

@@ -516,7 +516,7 @@ def tei_embed_all(call: Call) -> AnswerDraft | Reply:
     return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(prompts))
 
 
-def tei_similarity(call: Call) -> AnswerDraft:
+def tei_similarity(call: Call) -> AnswerDraft | Reply:
     """`{"inputs": {"source_sentence", "sentences"}}` -> one similarity per sentence."""
     inputs = _required(call, "inputs")
     if not isinstance(inputs, Mapping) or not isinstance(inputs.get("source_sentence"), str):
@@ -525,6 +525,9 @@ def tei_similarity(call: Call) -> AnswerDraft:
     sentences = inputs.get("sentences")
     if not isinstance(sentences, list) or not sentences or not all(isinstance(t, str) for t in sentences):
         raise BadRequest("'inputs.sentences' must be a non-empty list of strings")
+    # TEI's server.rs: "+1 because of the source sentence"
+    if (refused := _tei_batch_refused(len(sentences) + 1)) is not None:
+        return refused
     # TEI embeds the source sentence once and each sentence once.
     tokens = count_words(source) + sum(count_words(t) for t in sentences)
     doc = [_score(source, t) for t in _kept(call, sentences)]
