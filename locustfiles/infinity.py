@@ -1,3 +1,3 @@
-"""Infinity's /embeddings and /rerank. Run: locust -f locustfiles/infinity.py --host http://infinity:7997"""
+"""Infinity's /embeddings, /rerank and /classify. Run: locust -f locustfiles/infinity.py --host http://infinity:7997"""
 
-from poolbench_locust import InfinityEmbeddingsUser, InfinityRerankUser  # noqa: F401
+from poolbench_locust import InfinityClassifyUser, InfinityEmbeddingsUser, InfinityRerankUser  # noqa: F401

@@ -17,13 +17,21 @@ if TYPE_CHECKING:
         CohereEmbedUser,
         EmbeddingsChatUser,
         EmbeddingsUser,
+        InfinityClassifyUser,
         InfinityEmbeddingsUser,
         InfinityRerankUser,
+        NIMRankingUser,
         PoolingUser,
         RerankUser,
         ScoreUser,
+        SGLangRerankUser,
+        SGLangScoreUser,
+        TEIEmbedAllUser,
         TEIEmbedUser,
+        TEIPredictUser,
         TEIRerankUser,
+        TEISimilarityUser,
+        TEISparseEmbedUser,
     )
 
 __all__ = [
@@ -32,13 +40,21 @@ __all__ = [
     "EmbeddingsChatUser",
     "EmbeddingsUser",
     "EndpointUser",
+    "InfinityClassifyUser",
     "InfinityEmbeddingsUser",
     "InfinityRerankUser",
+    "NIMRankingUser",
     "PoolingUser",
     "RerankUser",
+    "SGLangRerankUser",
+    "SGLangScoreUser",
     "ScoreUser",
+    "TEIEmbedAllUser",
     "TEIEmbedUser",
+    "TEIPredictUser",
     "TEIRerankUser",
+    "TEISimilarityUser",
+    "TEISparseEmbedUser",
 ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poolbench_locust.endpoints import infinity, tei, vllm
+from poolbench_locust.endpoints import infinity, nim, sglang, tei, vllm
 from poolbench_locust.engine.user import EndpointUser
 
 
@@ -70,3 +70,51 @@ class TEIRerankUser(EndpointUser):
     """Hugging Face TEI `/rerank`."""
 
     endpoint = tei.TEI_RERANK
+
+
+class SGLangRerankUser(EndpointUser):
+    """SGLang `/v1/rerank`: a bare list of results, tokens from each one's `meta_info`."""
+
+    endpoint = sglang.SGLANG_RERANK
+
+
+class SGLangScoreUser(EndpointUser):
+    """SGLang `/v1/score`: a query and --documents items, one row of scores per item."""
+
+    endpoint = sglang.SGLANG_SCORE
+
+
+class NIMRankingUser(EndpointUser):
+    """NVIDIA NIM `/v1/ranking`: a query and --documents passages, ranked by logit."""
+
+    endpoint = nim.NIM_RANKING
+
+
+class TEIPredictUser(EndpointUser):
+    """Hugging Face TEI `/predict` (sequence classification): one list of label scores per input."""
+
+    endpoint = tei.TEI_PREDICT
+
+
+class TEISparseEmbedUser(EndpointUser):
+    """Hugging Face TEI `/embed_sparse` (SPLADE): one list of index/value entries per input."""
+
+    endpoint = tei.TEI_EMBED_SPARSE
+
+
+class TEIEmbedAllUser(EndpointUser):
+    """Hugging Face TEI `/embed_all`: one matrix per input, a row per token."""
+
+    endpoint = tei.TEI_EMBED_ALL
+
+
+class TEISimilarityUser(EndpointUser):
+    """Hugging Face TEI `/similarity`: a source sentence against --documents sentences."""
+
+    endpoint = tei.TEI_SIMILARITY
+
+
+class InfinityClassifyUser(EndpointUser):
+    """Infinity `/classify`: one list of label scores per input."""
+
+    endpoint = infinity.INFINITY_CLASSIFY

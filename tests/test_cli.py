@@ -32,7 +32,7 @@ def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
         ),
         (
             "locustfiles/tei.py",
-            ["--encoding-format", "base64"],
+            ["--encoding-format", "base64", "TEIEmbedUser"],
             "--encoding-format: TEIEmbedUser (/embed) cannot answer base64; it answers float",
         ),
     ],

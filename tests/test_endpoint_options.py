@@ -108,6 +108,7 @@ def test_infinity_with_a_dtype_it_cannot_send_stops_the_run_at_start() -> None:
     result = run_locust(
         "locustfiles/infinity.py",
         *("--encoding-format", "base64", "--embed-dtype", "float16", "--check-vectors"),
+        "InfinityEmbeddingsUser",  # the locustfile's other classes answer float only: the first line would be theirs
         run_time="5s",
         host="http://127.0.0.1:9",
     )

@@ -342,8 +342,79 @@ def test_tei_embed_and_predict(server):
     single = post(server, "/predict", {"inputs": "a b c"})
     assert {tuple(sorted(r)) for r in single.json()} == {("label", "score")}
     assert_tei_headers(single, 3, 5)
-    batch = post(server, "/predict", {"inputs": TEXTS[:2]}).json()
-    assert len(batch) == 2 and isinstance(batch[0], list)
+    # TEI reads a list of two strings as one pair to classify; a batch is a list of [text] or [a, b] lists.
+    pair = post(server, "/predict", {"inputs": TEXTS[:2]})
+    assert {tuple(sorted(r)) for r in pair.json()} == {("label", "score")}
+    assert_tei_headers(pair, count_words(TEXTS[0]) + count_words(TEXTS[1]), len(TEXTS[0]) + len(TEXTS[1]))
+    batch = post(server, "/predict", {"inputs": [[t] for t in TEXTS] + [TEXTS[:2]]}).json()
+    assert len(batch) == 4 and all({tuple(sorted(r)) for r in b} == {("label", "score")} for b in batch)
+    assert post(server, "/predict", {"inputs": [TEXTS]}).status_code == 400, "a sequence holds one or two texts"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/predict", {"inputs": [["a b"]] * 33}),
+        ("/embed_sparse", {"inputs": ["a b"] * 33}),
+        ("/embed_all", {"inputs": ["a b"] * 33}),
+        ("/similarity", {"inputs": {"source_sentence": "a", "sentences": ["a b"] * 32}}),  # and the source
+    ],
+)
+def test_tei_routes_refuse_a_batch_above_the_cap(server, path, body):
+    resp = post(server, path, body)
+    assert resp.status_code == 422 and resp.json()["error_type"] == "Validation"
+    assert resp.json()["error"] == "batch size 33 > maximum allowed batch size 32"
+
+
+def test_tei_embed_sparse_embed_all_and_similarity(server):
+    resp = post(server, "/embed_sparse", {"inputs": TEXTS, "truncate": True, "truncation_direction": "Right"})
+    sparse = resp.json()
+    assert len(sparse) == 3 and all(entries for entries in sparse)
+    assert all(type(e["index"]) is int and e["index"] >= 0 and isinstance(e["value"], float) for e in sparse[0])
+    assert_tei_headers(resp, WORDS, sum(len(t) for t in TEXTS))
+    resp = post(server, "/embed_all", {"inputs": TEXTS}, **{"x-mock-dim": "6"})
+    matrices = resp.json()
+    assert [len(m) for m in matrices] == [count_words(t) for t in TEXTS], "a row per token"
+    assert {len(row) for m in matrices for row in m} == {6}
+    assert_tei_headers(resp, WORDS, sum(len(t) for t in TEXTS))
+    resp = post(server, "/similarity", {"inputs": {"source_sentence": QUERY, "sentences": DOCS}})
+    scores = resp.json()
+    assert len(scores) == 4 and all(0 <= v < 1 for v in scores)
+    assert_tei_headers(resp, count_words(QUERY) + sum(count_words(d) for d in DOCS), len(QUERY) + len("".join(DOCS)))
+
+
+@pytest.mark.parametrize("path", ["/rerank", "/v1/rerank"])
+def test_sglang_rerank_is_a_bare_list_only_for_the_sglang_flavor(server, path):
+    sglang = {"x-mock-flavor": "sglang"}
+    results = post(server, path, {"query": QUERY, "documents": DOCS}, **sglang).json()
+    assert isinstance(results, list) and len(results) == 4
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    assert all(r["document"] == DOCS[r["index"]] for r in results), "return_documents defaults to true"
+    assert sum(r["meta_info"]["prompt_tokens"] for r in results) == PAIR_TOKENS
+    bare = post(server, path, {"query": QUERY, "documents": DOCS, "return_documents": False}, **sglang).json()
+    assert all(r["document"] is None for r in bare)
+    assert "results" in post(server, path, {"query": QUERY, "documents": DOCS}).json(), "vLLM's form otherwise"
+
+
+def test_sglang_score_only_for_the_sglang_flavor(server):
+    sglang = {"x-mock-flavor": "sglang"}
+    doc = post(server, "/v1/score", {"query": QUERY, "items": DOCS}, **sglang).json()
+    assert doc["object"] == "scoring" and doc["usage"] is None and doc["model"] == "mock-model"
+    assert [len(row) for row in doc["scores"]] == [1] * 4
+    labels = post(server, "/v1/score", {"query": QUERY, "items": DOCS, "label_token_ids": [9, 10, 11]}, **sglang)
+    assert [len(row) for row in labels.json()["scores"]] == [3] * 4
+    assert post(server, "/v1/score", {"queries": QUERY, "items": DOCS}, **sglang).status_code == 400
+    assert post(server, "/v1/score", {"queries": QUERY, "items": DOCS}).json()["object"] == "list", "vLLM's form"
+
+
+def test_nim_ranking(server):
+    body = {"model": "nv", "query": {"text": QUERY}, "passages": [{"text": d} for d in DOCS], "truncate": "END"}
+    doc = post(server, "/v1/ranking", body).json()
+    assert set(doc) == {"rankings"} and sorted(r["index"] for r in doc["rankings"]) == [0, 1, 2, 3]
+    logits = [r["logit"] for r in doc["rankings"]]
+    assert logits == sorted(logits, reverse=True)
+    assert post(server, "/v1/ranking", {**body, "truncate": "end"}).status_code == 400
+    assert post(server, "/v1/ranking", {**body, "query": QUERY}).status_code == 400
 
 
 def test_tokenize_health_models(server):

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
-from poolbench_locust.endpoints.spec import Endpoint, data_answer, dimensions_field, model_field, results_answer
+from typing import Any
+
+from poolbench_locust.endpoints.spec import (
+    Endpoint,
+    ParsedAnswer,
+    data_answer,
+    dimensions_field,
+    items_of,
+    label_scores,
+    model_field,
+    results_answer,
+    usage_tokens,
+)
 
 NO_TOKENIZE = "Infinity has no /tokenize route; count with --tokenizer instead"
+
+
+def _classify_answer(doc: Any) -> ParsedAnswer:
+    """`{"object": "classify", "data": [[{"score", "label"}]], "usage"}`: one list of label scores per input."""
+    data = items_of(doc, "data")
+    for i, scores in enumerate(data):
+        label_scores(scores, f"data[{i}]")
+    return ParsedAnswer(len(data), usage_tokens(doc))
+
 
 # Infinity's usage counts characters unless the server was started to count tokens: the figure
 # is passed on as the server reported it, labelled "server".
@@ -36,5 +57,14 @@ INFINITY_RERANK = Endpoint(
     server="infinity",
     body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts), "return_documents": False},
     answer=results_answer,
+    cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
+)
+
+INFINITY_CLASSIFY = Endpoint(
+    route="/classify",
+    shape="texts",
+    server="infinity",
+    body=lambda x, s: {**model_field(s), "input": list(x.texts)},
+    answer=_classify_answer,
     cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )

@@ -6,6 +6,7 @@ knows nothing about timing or Locust. Adding a server is adding a few `Endpoint`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -175,3 +176,24 @@ def results_answer(doc: Any) -> ParsedAnswer:
         if isinstance(counted, Mapping):
             tokens = token_count(counted.get("input_tokens"), "meta.tokens.input_tokens")
     return ParsedAnswer(len(results), tokens)
+
+
+def finite_number(value: Any, where: str) -> float:
+    """A score or value the server sent, checked: a finite JSON number (not a boolean), else AnswerError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise AnswerError(f"{where} is not a number: {_shown(value)}")
+    if not math.isfinite(value):
+        raise AnswerError(f"{where} is not finite: {value!r}")
+    return float(value)
+
+
+def label_scores(value: Any, where: str) -> None:
+    """One input's `[{"score", "label"}]` list, as TEI's /predict and Infinity's /classify answer it."""
+    if not isinstance(value, list) or not value:
+        raise AnswerError(f"{where} is not a non-empty list of label scores")
+    for j, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise AnswerError(f"{where}[{j}] is not an object")
+        finite_number(item.get("score"), f"{where}[{j}].score")
+        if not isinstance(item.get("label"), str):
+            raise AnswerError(f"{where}[{j}].label is not a string")

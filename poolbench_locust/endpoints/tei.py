@@ -6,9 +6,18 @@ the engine reads for every endpoint.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, dimensions_field
+from poolbench_locust.endpoints.spec import (
+    TEI_TRUNCATION,
+    AnswerError,
+    Endpoint,
+    ParsedAnswer,
+    dimensions_field,
+    finite_number,
+    label_scores,
+)
 from poolbench_locust.lazyjson import ARRAY
 
 CANNOT_SEND = {
@@ -50,4 +59,108 @@ TEI_RERANK = Endpoint(
     answer=_bare_list,
     usage_required=False,
     cannot_send=CANNOT_SEND,
+)
+
+
+def _predict_answer(doc: Any) -> ParsedAnswer:
+    """One input: `[{"score", "label"}]`; a batch: one such list per input."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    if doc and all(isinstance(item, Mapping) for item in doc):
+        label_scores(doc, "answer")  # the one-input form: one result
+        return ParsedAnswer(1, None)
+    for i, scores in enumerate(doc):
+        label_scores(scores, f"prediction {i}")
+    return ParsedAnswer(len(doc), None)
+
+
+def _sparse_answer(doc: Any) -> ParsedAnswer:
+    """`[[{"index", "value"}]]`: one list of non-zero entries per input."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    for i, entries in enumerate(doc):
+        if not isinstance(entries, list):
+            raise AnswerError(f"sparse embedding {i} is not a list")
+        for j, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise AnswerError(f"sparse embedding {i} entry {j} is not an object")
+            index = entry.get("index")
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise AnswerError(f"sparse embedding {i} entry {j} index is not a whole number >= 0")
+            finite_number(entry.get("value"), f"sparse embedding {i} entry {j} value")
+    return ParsedAnswer(len(doc), None)
+
+
+def _embed_all_answer(doc: Any) -> ParsedAnswer:
+    """`number[][][]`: per input a matrix of one row per token, every row of one dimension."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    width: int | None = None
+    for i, matrix in enumerate(doc):
+        if not isinstance(matrix, list) or not matrix:
+            raise AnswerError(f"embedding {i} is not a non-empty list of token rows")
+        for row in matrix:
+            if not isinstance(row, ARRAY):
+                raise AnswerError(f"embedding {i} holds a token row that is not a list of numbers")
+            if width is None:
+                width = len(row)
+            elif len(row) != width:
+                raise AnswerError(f"embedding {i} has a token row of {len(row)} dimensions, expected {width}")
+    return ParsedAnswer(len(doc), None, doc)
+
+
+def _similarity_answer(doc: Any) -> ParsedAnswer:
+    """`number[]`: one similarity per sentence."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list")
+    for i, value in enumerate(doc):
+        finite_number(value, f"similarity {i}")
+    return ParsedAnswer(len(doc), None)
+
+
+# A batch is a list of one-text lists: a bare list of two strings would be one pair to classify.
+TEI_PREDICT = Endpoint(
+    route="/predict",
+    shape="texts",
+    server="tei",
+    body=lambda x, s: {"inputs": [[text] for text in x.texts]},
+    answer=_predict_answer,
+    usage_required=False,
+    cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
+)
+
+TEI_EMBED_SPARSE = Endpoint(
+    route="/embed_sparse",
+    shape="texts",
+    server="tei",
+    body=lambda x, s: {"inputs": list(x.texts)},
+    answer=_sparse_answer,
+    usage_required=False,
+    cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
+)
+
+TEI_EMBED_ALL = Endpoint(
+    route="/embed_all",
+    shape="texts",
+    server="tei",
+    body=lambda x, s: {"inputs": list(x.texts)},
+    answer=_embed_all_answer,
+    usage_required=False,
+    vectors=True,
+    cannot_send={**CANNOT_SEND, "--dimensions": "TEI's /embed_all has no dimensions: it answers the model's own"},
+    truncation=TEI_TRUNCATION,
+)
+
+TEI_SIMILARITY = Endpoint(
+    route="/similarity",
+    shape="pairs",
+    server="tei",
+    body=lambda x, s: {"inputs": {"source_sentence": x.query, "sentences": list(x.texts)}},
+    answer=_similarity_answer,
+    usage_required=False,
+    cannot_send=CANNOT_SEND,
+    # /similarity takes its truncation under "parameters" (router/src/http/types.rs, SimilarityParameters).
+    truncation={name: {"parameters": dict(fields)} for name, fields in TEI_TRUNCATION.items()},
 )

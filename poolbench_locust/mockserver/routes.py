@@ -288,6 +288,8 @@ def rerank(call: Call) -> AnswerDraft | Reply:
         doc: Any = [{"index": i, "score": s, **({"text": d} if with_text else {})} for i, d, s in ranked]
         chars = sum(len(query) + len(d) for d in docs)
         return AnswerDraft(doc, headers=_tei_headers(call, tokens, chars), tokens=tokens, sequences=len(docs))
+    if call.controls.flavor == "sglang":
+        return _sglang_rerank(call, query, ranked)
     if call.controls.flavor == "infinity":
         if call.config.infinity_usage == "chars":
             tokens = sum(len(query) + len(d) for d in docs)
@@ -307,6 +309,22 @@ def rerank(call: Call) -> AnswerDraft | Reply:
     return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
 
 
+def _sglang_rerank(call: Call, query: str, ranked: list[tuple[int, str, float]]) -> AnswerDraft:
+    """SGLang's /v1/rerank (serving_rerank.py): a bare list, each result with its own `meta_info`, no usage."""
+    top_n = call.body.get("top_n")
+    if top_n is not None and (type(top_n) is not int or top_n < 1):
+        raise BadRequest("top_n must be a positive integer")
+    with_docs = call.body.get("return_documents", True) is not False
+    doc = []
+    tokens = 0
+    for i, d, s in ranked:
+        pair = count_words(query) + count_words(d)
+        tokens += pair
+        meta = {"id": _id("rerank"), "prompt_tokens": pair, "e2e_latency": 0.0}
+        doc.append({"score": s, "document": d if with_docs else None, "index": i, "meta_info": meta})
+    return AnswerDraft(doc, tokens=tokens, sequences=len(ranked))
+
+
 def cohere_rerank(call: Call) -> AnswerDraft:
     query = _text(_required(call, "query"), "query")
     docs = _texts(_required(call, "documents"), "documents")
@@ -323,6 +341,8 @@ _SCORE_FIELDS = (("queries", "documents"), ("queries", "items"), ("data_1", "dat
 
 
 def score(call: Call) -> AnswerDraft:
+    if call.controls.flavor == "sglang":
+        return _sglang_score(call)
     for left_name, right_name in _SCORE_FIELDS:
         if left_name in call.body and right_name in call.body:
             break
@@ -346,6 +366,38 @@ def score(call: Call) -> AnswerDraft:
         "usage": _usage(tokens),
     }
     return AnswerDraft(doc, tokens=tokens, sequences=len(pairs))
+
+
+def _sglang_score(call: Call) -> AnswerDraft:
+    """SGLang's /v1/score: `query` + `items`, one row per item (one score per label token, or one).
+
+    serving_score.py builds its answer "without usage info": `usage` is null."""
+    query = _text(_required(call, "query"), "query")
+    items = _texts(_required(call, "items"), "items")
+    labels = call.body.get("label_token_ids")
+    if labels is not None and (not isinstance(labels, list) or not labels or not all(type(t) is int for t in labels)):
+        raise BadRequest("label_token_ids must be a non-empty list of integers")
+    width = len(labels) if labels else 1
+    tokens = _pair_words(query, items)
+    rows = [[_score(query, item, k) for k in range(width)] for item in _kept(call, items)]
+    doc = {"scores": rows, "model": _model(call), "usage": None, "object": "scoring"}
+    return AnswerDraft(doc, tokens=tokens, sequences=len(items))
+
+
+def nim_ranking(call: Call) -> AnswerDraft:
+    """NIM's /v1/ranking: `{"query": {"text"}, "passages": [{"text"}]}` -> rankings by logit, no usage."""
+    query, passages = _required(call, "query"), _required(call, "passages")
+    if not isinstance(query, Mapping) or not isinstance(query.get("text"), str):
+        raise BadRequest("'query' must be an object with a 'text' string")
+    if not isinstance(passages, list) or not passages or not all(isinstance(p, Mapping) for p in passages):
+        raise BadRequest("'passages' must be a non-empty list of objects with a 'text' string")
+    truncate = call.body.get("truncate", "NONE")
+    if truncate not in ("NONE", "START", "END"):
+        raise BadRequest("'truncate' must be one of NONE, START, END")
+    text, docs = query["text"], [_text(p, "passages") for p in passages]
+    ranked = sorted(((i, _score(text, d) * 20 - 10) for i, d in enumerate(docs)), key=lambda r: -r[1])
+    doc = {"rankings": [{"index": i, "logit": logit} for i, logit in _kept(call, ranked)]}
+    return AnswerDraft(doc, tokens=_pair_words(text, docs), sequences=len(docs))
 
 
 def _label_scores(prompt: Any) -> list[dict[str, Any]]:
@@ -401,17 +453,86 @@ def tei_embed(call: Call) -> AnswerDraft | Reply:
     return AnswerDraft([fragment] * len(_kept(call, prompts)), headers=headers, tokens=tokens, sequences=len(prompts))
 
 
-def tei_predict(call: Call) -> AnswerDraft:
-    """TEI answers one input with its labels' scores, and a batch with one such list per input."""
+def _predict_sequence(value: Any) -> list[str]:
+    """One /predict sequence: a text, or a pair of texts (router/src/http/types.rs, PredictInput)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= 2 or not all(isinstance(v, str) for v in value):
+        raise BadRequest("'inputs' must be a string, a pair of strings or a batch of [string] and [string, string]")
+    return value
+
+
+def tei_predict(call: Call) -> AnswerDraft | Reply:
+    """TEI answers one input with its labels' scores, and a batch with one such list per input.
+
+    A bare list of strings is one pair, not a batch: a batch is a list of one- or two-text lists."""
     inputs = _required(call, "inputs")
-    prompts = _texts(inputs, "inputs")
-    tokens = count_prompts(prompts)
-    if isinstance(inputs, str):
-        doc: Any = _kept(call, _label_scores(inputs))
+    if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], str)):
+        sequence = [inputs] if isinstance(inputs, str) else _predict_sequence(inputs)
+        sequences = [sequence]
+        doc: Any = _kept(call, _label_scores("\x00".join(sequence)))
     else:
-        doc = [_label_scores(p) for p in _kept(call, prompts)]
-    headers = _tei_headers(call, tokens, sum(len(p) for p in prompts))
+        if not isinstance(inputs, list) or not inputs:
+            raise BadRequest("'inputs' must not be empty")
+        sequences = [_predict_sequence(v) for v in inputs]
+        if (refused := _tei_batch_refused(len(sequences))) is not None:
+            return refused
+        doc = [_label_scores("\x00".join(q)) for q in _kept(call, sequences)]
+    texts = [t for q in sequences for t in q]
+    tokens = sum(count_words(t) for t in texts)
+    headers = _tei_headers(call, tokens, sum(len(t) for t in texts))
+    return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(sequences))
+
+
+SPARSE_ENTRIES = 8
+"""Non-zero entries per sparse embedding the mock answers (at most; one per word below it)."""
+
+
+def tei_embed_sparse(call: Call) -> AnswerDraft | Reply:
+    prompts = _prompts(_required(call, "inputs"), "inputs")
+    if (refused := _tei_batch_refused(len(prompts))) is not None:
+        return refused
+    tokens = count_prompts(prompts)
+    doc = []
+    for prompt in _kept(call, prompts):
+        seed = zlib.crc32(orjson.dumps(prompt))
+        entries = max(1, min(SPARSE_ENTRIES, count_prompt(prompt)))
+        doc.append([{"index": (seed + 7919 * k) % 30522, "value": 0.125 * (k + 1)} for k in range(entries)])
+    headers = _tei_headers(call, tokens, sum(_chars(p) for p in prompts))
     return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(prompts))
+
+
+def tei_embed_all(call: Call) -> AnswerDraft | Reply:
+    """One matrix per input: a row per token of it, all of the model's dimension."""
+    prompts = _prompts(_required(call, "inputs"), "inputs")
+    if (refused := _tei_batch_refused(len(prompts))) is not None:
+        return refused
+    counts = [max(1, count_prompt(p)) for p in prompts]
+    dim = _dim(call)
+    if sum(counts) * dim * 4 > MAX_ANSWER:
+        raise BadRequest(f"{sum(counts)} token rows x {dim} is more than the mock's {MAX_ANSWER} byte limit")
+    row = orjson.Fragment(vectors.json_floats(dim, _kind(call)))
+    tokens = count_prompts(prompts)
+    doc = [[row] * n for n in _kept(call, counts)]
+    headers = _tei_headers(call, tokens, sum(_chars(p) for p in prompts))
+    return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(prompts))
+
+
+def tei_similarity(call: Call) -> AnswerDraft | Reply:
+    """`{"inputs": {"source_sentence", "sentences"}}` -> one similarity per sentence."""
+    inputs = _required(call, "inputs")
+    if not isinstance(inputs, Mapping) or not isinstance(inputs.get("source_sentence"), str):
+        raise BadRequest("'inputs' must hold a 'source_sentence' string and a 'sentences' list")
+    source = inputs["source_sentence"]
+    sentences = inputs.get("sentences")
+    if not isinstance(sentences, list) or not sentences or not all(isinstance(t, str) for t in sentences):
+        raise BadRequest("'inputs.sentences' must be a non-empty list of strings")
+    # TEI's server.rs: "+1 because of the source sentence"
+    if (refused := _tei_batch_refused(len(sentences) + 1)) is not None:
+        return refused
+    # TEI embeds the source sentence once and each sentence once.
+    tokens = count_words(source) + sum(count_words(t) for t in sentences)
+    doc = [_score(source, t) for t in _kept(call, sentences)]
+    headers = _tei_headers(call, tokens, len(source) + sum(len(t) for t in sentences))
+    return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(sentences))
 
 
 def tokenize(call: Call) -> Reply:
@@ -468,6 +589,10 @@ POOLING: Mapping[str, Handler] = {
     "/embeddings": infinity_embeddings,
     "/embed": tei_embed,
     "/predict": tei_predict,
+    "/embed_sparse": tei_embed_sparse,
+    "/embed_all": tei_embed_all,
+    "/similarity": tei_similarity,
+    "/v1/ranking": nim_ranking,
 }
 """Routes that are counted in the stats and take faults; all POST with a JSON object body."""
 

@@ -1,0 +1,81 @@
+"""SGLang's own rerank and score routes (WIRE.md, "SGLang"); its /v1/embeddings is vLLM's EMBEDDINGS.
+
+SGLang's /v1/rerank and /v1/score share vLLM's paths but not its answers: a bare list of results, and a
+`scores` matrix. Its rerank answer carries no usage: tokens come from each result's `meta_info`, where present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from poolbench_locust.endpoints.spec import (
+    AnswerError,
+    Endpoint,
+    ParsedAnswer,
+    finite_number,
+    model_field,
+    token_count,
+    usage_tokens,
+)
+
+NO_TOKENIZE = "SGLang's /tokenize is not vLLM's; count with --tokenizer instead"
+
+
+def _rerank_answer(doc: Any) -> ParsedAnswer:
+    """`[{"score", "document"?, "index", "meta_info"?}]`; tokens are the sum of `meta_info.prompt_tokens`."""
+    if not isinstance(doc, list):
+        raise AnswerError("answer is not a JSON list of rerank results")
+    counts: list[int] = []
+    for i, result in enumerate(doc):
+        if not isinstance(result, Mapping):
+            raise AnswerError(f"result {i} is not an object")
+        finite_number(result.get("score"), f"result {i} score")
+        index = result.get("index")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise AnswerError(f"result {i} index is not a whole number >= 0")
+        meta = result.get("meta_info")
+        if isinstance(meta, Mapping):
+            count = token_count(meta.get("prompt_tokens"), f"result {i} meta_info.prompt_tokens")
+            if count is not None:
+                counts.append(count)
+    tokens = token_count(sum(counts), "meta_info.prompt_tokens summed") if counts else None
+    return ParsedAnswer(len(doc), tokens)
+
+
+def _score_answer(doc: Any) -> ParsedAnswer:
+    """`{"scores": [[...]], "model", "usage", "object": "scoring"}`: one row of numbers per item.
+
+    SGLang 0.5 leaves `usage` null (serving_score.py); a count is read should a release send one."""
+    scores = doc.get("scores") if isinstance(doc, Mapping) else None
+    if not isinstance(scores, list):
+        raise AnswerError("answer has no 'scores' list")
+    for i, row in enumerate(scores):
+        if not isinstance(row, list) or not row:
+            raise AnswerError(f"scores[{i}] is not a non-empty list of numbers")
+        for j, value in enumerate(row):
+            finite_number(value, f"scores[{i}][{j}]")
+    return ParsedAnswer(len(scores), usage_tokens(doc))
+
+
+SGLANG_RERANK = Endpoint(
+    route="/v1/rerank",
+    shape="pairs",
+    server="sglang",
+    # return_documents defaults to true: the documents back would only add bytes the test did not ask for.
+    body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts), "return_documents": False},
+    answer=_rerank_answer,
+    usage_required=False,
+    cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
+)
+
+# A cross-encoder scores without label_token_ids; a decoder model needs them (send them with --extra-body).
+SGLANG_SCORE = Endpoint(
+    route="/v1/score",
+    shape="pairs",
+    server="sglang",
+    body=lambda x, s: {**model_field(s), "query": x.query, "items": list(x.texts)},
+    answer=_score_answer,
+    usage_required=False,
+    cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
+)
