@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, dimensions_field
+from poolbench_locust.endpoints.spec import NO_TOKENS, AnswerError, Endpoint, ParsedAnswer, dimensions_field
 from poolbench_locust.lazyjson import ARRAY
 
 CANNOT_SEND = {
@@ -21,7 +21,7 @@ CANNOT_SEND = {
 def _bare_list(doc: Any) -> ParsedAnswer:
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    return ParsedAnswer(len(doc), None)
+    return ParsedAnswer(len(doc))
 
 
 def _bare_vectors(doc: Any) -> ParsedAnswer:
@@ -37,7 +37,7 @@ TEI_EMBED = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
     answer=_bare_vectors,
-    usage_required=False,
+    tokens=NO_TOKENS,
     vectors=True,
     cannot_send=CANNOT_SEND,
 )
@@ -48,6 +48,6 @@ TEI_RERANK = Endpoint(
     server="tei",
     body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
     answer=_bare_list,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
 )
