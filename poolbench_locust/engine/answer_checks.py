@@ -61,6 +61,10 @@ def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: S
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
         _check_shapes(answer.vectors, settings)
+        # NaN and infinity are written as null (vLLM's orjson): one memchr-speed look at the body finds
+        # whether it holds a null, true or false at all, and only then is every vector's every value read.
+        if answer.vectors and settings.encoding_format == "float" and lazyjson.may_hold_literal(data):
+            _check_numbers(answer.vectors)
     if settings.check_vectors and answer.vectors:
         _check_vector(answer.vectors[0], settings)
     return tokens  # nothing that reads the lazy document outlives this call
@@ -75,6 +79,21 @@ def looked_for(endpoint: Endpoint, settings: Settings) -> str:
 def missing_tokens(endpoint: Endpoint, settings: Settings) -> str:
     """The failure of an answer without a token count, under --require-server-tokens."""
     return f"answer has no token count (looked for {looked_for(endpoint, settings)}); --require-server-tokens"
+
+
+NULL_IN_VECTOR = "holds null: a NaN or infinite value, written as null"
+
+
+def _check_numbers(embeddings: Sequence[Any]) -> None:
+    """Every value of every float embedding is a number: a null is a NaN or infinity the server wrote so."""
+    for i, vector in enumerate(embeddings):
+        rows = vector if type(vector) is list and vector and isinstance(vector[0], ARRAY) else (vector,)
+        for row in rows:
+            if not lazyjson.numbers_only(row):
+                values = row.values() if isinstance(row, Numbers) else row
+                if None in values:
+                    raise BadResponse(f"embedding {i} {NULL_IN_VECTOR}")
+                raise BadResponse(f"embedding {i} is not a list of numbers")
 
 
 def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
@@ -116,7 +135,11 @@ def _check_vector(vector: Any, settings: Settings) -> None:
     else:
         values = _built(vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector)
         if not isinstance(values, list) or not all(type(v) in (float, int) for v in values):
-            raise BadResponse("embedding 0 is not a list of numbers")
+            raise BadResponse(
+                f"embedding 0 {NULL_IN_VECTOR}"
+                if isinstance(values, list) and None in values
+                else "embedding 0 is not a list of numbers"
+            )
     if (why := vectors.problem(values)) is not None:
         raise BadResponse(why)
 
