@@ -110,7 +110,8 @@ def may_hold_literal(data: bytes) -> bool:
     """
     at, looks = data.find(b"u"), 0
     while at >= 0:
-        if data[at - 1 : at + 3] == b"null" or data[at - 2 : at + 2] == b"true" or looks == LITERAL_LOOKS:
+        # startswith allocates nothing; at - 1 < 0 starts from the end, too near it for a whole word
+        if data.startswith(b"null", at - 1) or data.startswith(b"true", at - 2) or looks == LITERAL_LOOKS:
             return True
         at, looks = data.find(b"u", at + 1), looks + 1
     at, looks = data.find(b"f"), 0
