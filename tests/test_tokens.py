@@ -148,7 +148,7 @@ ELSEWHERE = [
     (pb.RerankUser, ["--endpoint-path", "/v2/rerank"], "cohere", "client-estimate"),  # only search_units
     (pb.RerankUser, ["--endpoint-path", "/v1/rerank"], "voyage", "server"),  # data, usage.total_tokens
     (pb.EmbeddingsUser, ["--batch-size", "3"], "voyage", "server"),  # usage.total_tokens
-    (pb.EmbeddingsUser, ["--batch-size", "3", "--dimensions", "1024"], "voyage", "server"),  # lazyjson's reading
+    (pb.EmbeddingsUser, ["--batch-size", "8", "--dimensions", "1024"], "voyage", "server"),  # 86 kB: lazyjson's
 ]
 
 
