@@ -74,9 +74,52 @@ class Numbers(Sequence[Any]):
     def __repr__(self) -> str:
         return f"Numbers(length={self._length})"
 
+    def numbers_only(self) -> bool:
+        """Whether every element is a number, read in C from simdjson's tape without building one."""
+        if self._values is not None:
+            return set(map(type, self._values)) <= _NUMBERS
+        try:
+            buffer = self._array.as_buffer(of_type="d")
+        except TypeError:  # simdjson's INCORRECT_TYPE: a null, a boolean, a string or an object
+            return False
+        # as_buffer flattens a nested array: its values outnumber the elements
+        return memoryview(buffer).nbytes == 8 * self._length
+
 
 ARRAY = (list, Numbers)
 """What a JSON array is in a document `loads` returns: `isinstance(value, ARRAY)`."""
+
+
+def numbers_only(array: Any) -> bool:
+    """Whether a JSON array (a list or `Numbers`) holds only numbers (no null, boolean, string or container)."""
+    if isinstance(array, Numbers):
+        return array.numbers_only()
+    return set(map(type, array)) <= _NUMBERS
+
+
+LITERAL_LOOKS = 64
+"""Occurrences of a literal's letter looked at before `may_hold_literal` gives up and says maybe."""
+
+
+def may_hold_literal(data: bytes) -> bool:
+    """Whether a JSON body may hold `null`, `true` or `false`: False only when it holds none.
+
+    Looks for the letters no number has and few keys do, 'u' (null, true) and 'f' (false), with memchr,
+    and at the words around each: 5 us on a 690 kB float answer, where `b"null" in data` takes 370 us.
+    A body with many of those letters (texts echoed back) is a maybe after LITERAL_LOOKS of each.
+    """
+    at, looks = data.find(b"u"), 0
+    while at >= 0:
+        # startswith allocates nothing; at - 1 < 0 starts from the end, too near it for a whole word
+        if data.startswith(b"null", at - 1) or data.startswith(b"true", at - 2) or looks == LITERAL_LOOKS:
+            return True
+        at, looks = data.find(b"u", at + 1), looks + 1
+    at, looks = data.find(b"f"), 0
+    while at >= 0:
+        if data.startswith(b"false", at) or looks == LITERAL_LOOKS:
+            return True
+        at, looks = data.find(b"f", at + 1), looks + 1
+    return False
 
 
 class _Unsure(Exception):

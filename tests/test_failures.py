@@ -31,7 +31,6 @@ CASES = [
     ("wrong-content-type", "float", "wrong content type: expected application/json, got application/octet-stream"),
     ("wrong-content-type", "bytes", "wrong content type: expected application/octet-stream, got application/json"),
     ("garbled-json", "float", "garbled JSON body"),
-    ("missing-usage", "float", "answer has no usage.prompt_tokens"),
     ("no-metadata", "bytes", "no metadata header"),
     ("garbled-metadata", "bytes", "metadata header is not valid JSON"),
     ("metadata-offsets", "bytes", "metadata offsets do not match the body"),
@@ -62,6 +61,25 @@ def test_fault_is_one_failure_with_its_message(mock_server, fault, encoding, exp
     healthy = Run(EmbeddingsUser, mock_server.url, *args)
     faulty.user.plan = healthy.user.plan  # same user, same connection pool, no fault header
     assert faulty.one()["exception"] is None, "the user goes on after the failure"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "looked_for"),
+    [
+        ("float", "usage.prompt_tokens, usage.total_tokens, the x-compute-tokens header"),
+        ("bytes", "metadata usage.prompt_tokens, the x-compute-tokens header"),
+    ],
+    ids=["float", "bytes"],
+)
+def test_an_answer_without_a_token_count_fails_only_with_require_server_tokens(mock_server, encoding, looked_for):
+    args = ["--encoding-format", encoding, "--batch-size", "4", "--input-len", "16"]
+    uncounted = {"x-mock-fault": "missing-usage"}
+    event = Run(EmbeddingsUser, mock_server.url, *args, mock_headers=uncounted).one()
+    assert event["exception"] is None, "a valid answer is never a failure for a missing count"
+    assert (event["context"]["input_tokens"], event["context"]["token_source"]) == (64, "client-estimate")
+    strict = Run(EmbeddingsUser, mock_server.url, *args, "--require-server-tokens", mock_headers=uncounted).one()
+    assert failure_text(strict) == f"answer has no token count (looked for {looked_for}); --require-server-tokens"
+    assert "input_tokens" not in strict["context"]
 
 
 def test_bytes_only_size_mismatch_after_dims_were_learned(mock_server):

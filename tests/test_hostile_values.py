@@ -208,6 +208,32 @@ def test_an_embedding_that_is_not_a_list_of_numbers_says_so(vector, validate):
     assert "client error" not in message
 
 
+NAN_AS_NULL = "holds null: a NaN or infinite value, written as null"
+
+
+@pytest.mark.parametrize(
+    ("vectors", "args", "expected"),
+    [
+        ([[0.5, 1.0, 0.25], [0.5, None, 0.25]], [], f"embedding 1 {NAN_AS_NULL}"),
+        ([[0.5, 1.0, 0.25, None], [0.5, 1.0, 0.25, 0.5]], [], f"embedding 0 {NAN_AS_NULL}"),
+        ([[0.5, 1.0, 0.25], [0.5, 1.0, True]], [], "embedding 1 is not a list of numbers"),
+        ([[0.5, None, 0.25], [0.5, 1.0, 0.25]], ["--no-validate", "--check-vectors"], f"embedding 0 {NAN_AS_NULL}"),
+    ],
+    ids=["null", "null-last", "boolean", "check-vectors"],
+)
+def test_a_nan_written_as_null_inside_a_vector_is_one_failure_saying_so(vectors, args, expected):
+    """vLLM writes a NaN (or infinity) in a float answer as null: validated answers (the default) fail it."""
+    message = assert_failed_then_ok(pb.EmbeddingsUser, embeddings(vectors), embeddings(), expected, *args)
+    assert message == expected
+
+
+def test_a_null_elsewhere_in_the_answer_is_no_failure():
+    answer = embeddings(model=None, id="null-fox", system_fingerprint=False)
+    assert_failed_then_ok(
+        pb.EmbeddingsUser, embeddings([[0.5, None], [0.5, 0.5]]), answer, f"embedding 0 {NAN_AS_NULL}"
+    )
+
+
 def test_with_dimensions_an_answer_of_another_dimension_fails_float_and_base64():
     assert_failed_then_ok(
         pb.EmbeddingsUser,

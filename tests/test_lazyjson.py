@@ -250,12 +250,32 @@ def test_a_large_garbled_float_answer_is_one_failed_request(name):
         ([VECTOR] * 7, "expected 8 embeddings, got 7"),
         ([[0.0] * DIMS, *[VECTOR] * 7], "embedding is all zeros"),
         ([VECTOR, VECTOR, "abc", *[VECTOR] * 5], "embedding 2 is not a list of numbers"),
+        ([*[VECTOR] * 5, [*VECTOR[:-1], None], VECTOR, VECTOR], "embedding 5 holds null: a NaN or infinite value"),
+        ([*[VECTOR] * 7, [*VECTOR[:9], False, *VECTOR[10:]]], "embedding 7 is not a list of numbers"),
     ],
-    ids=["dims", "count", "zeros", "type"],
+    ids=["dims", "count", "zeros", "type", "null", "false"],
 )
 def test_a_large_answer_of_the_wrong_shape_is_one_failed_request(vectors, expected):
+    """Read by lazyjson: a null inside a vector is found without building its numbers (Numbers.numbers_only)."""
     body = _large(vectors)
     assert len(body) >= answer_checks.LAZY_FROM_BYTES
     assert_failed_then_ok(
         pb.EmbeddingsUser, response(200, body), response(200, GOOD), expected, *LARGE, "--check-vectors"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "holds"),
+    [
+        (GOOD, False),
+        (_large([*[VECTOR] * 7, [None, *VECTOR[1:]]]), True),
+        (b'{"a":true}', True),
+        (b'{"a":false}', True),
+        (b'{"u":"fluff"}', False),
+        (b"nul", False),
+        (b'{"model":"' + b"u" * 100 + b'"}', True),  # past LITERAL_LOOKS of a letter: a maybe, never a miss
+    ],
+    ids=["good", "null", "true", "false", "letters only", "cut", "many letters"],
+)
+def test_may_hold_literal_never_misses_one(body, holds):
+    assert lazyjson.may_hold_literal(body) is holds

@@ -253,11 +253,29 @@ def test_vllm_rerank_sorted_and_cut_to_top_n(server, path):
     assert len(post(server, path, {"query": QUERY, "documents": DOCS, "top_n": 0}).json()["results"]) == 4
 
 
-def test_cohere_v2_rerank(server):
-    doc = post(server, "/v2/rerank", {"query": QUERY, "documents": DOCS, "top_n": 3}).json()
+def test_v2_rerank_is_vllms_form_and_cohere_bills_only_search_units(server):
+    vllm = post(server, "/v2/rerank", {"query": QUERY, "documents": DOCS, "top_n": 3}).json()
+    assert set(vllm) == {"id", "model", "usage", "results"} and len(vllm["results"]) == 3
+    assert vllm["usage"] == {"prompt_tokens": PAIR_TOKENS, "total_tokens": PAIR_TOKENS}
+    body = {"query": QUERY, "documents": DOCS, "top_n": 3}
+    doc = post(server, "/v2/rerank", body, **{"x-mock-flavor": "cohere"}).json()
     assert set(doc) == {"id", "results", "meta"} and len(doc["results"]) == 3
     assert set(doc["results"][0]) == {"index", "relevance_score"}
-    assert doc["meta"] == {"billed_units": {"search_units": 1}, "tokens": {"input_tokens": PAIR_TOKENS}}
+    assert doc["meta"] == {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}
+
+
+def test_voyage_usage_holds_only_total_tokens_and_its_rerank_answers_under_data(server):
+    voyage = {"x-mock-flavor": "voyage"}
+    doc = post(server, "/v1/embeddings", {"input": TEXTS[:2], "model": "voyage-3"}, **voyage).json()
+    assert set(doc) == {"object", "data", "model", "usage"} and len(doc["data"]) == 2
+    assert doc["usage"] == {"total_tokens": count_words(TEXTS[0]) + count_words(TEXTS[1])}
+    doc = post(server, "/v1/rerank", {"query": QUERY, "documents": DOCS, "model": "rerank-2"}, **voyage).json()
+    assert set(doc) == {"object", "data", "model", "usage"} and doc["object"] == "list"
+    assert {tuple(sorted(r)) for r in doc["data"]} == {("index", "relevance_score")} and len(doc["data"]) == 4
+    assert [r["relevance_score"] for r in doc["data"]] == sorted(
+        (r["relevance_score"] for r in doc["data"]), reverse=True
+    )
+    assert doc["usage"] == {"total_tokens": PAIR_TOKENS}
 
 
 TEI_HEADERS = ["x-compute-time", "x-total-time", "x-tokenization-time", "x-queue-time", "x-inference-time"]

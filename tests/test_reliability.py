@@ -86,7 +86,7 @@ MESSAGES: dict[str, str] = {
     "stall-mid-body": r"timeout: the body did not end within --request-timeout",
     "wrong-content-type": r"wrong content type: expected application/\S+, got application/",
     "garbled-json": r"garbled JSON body: ",
-    "missing-usage": r"(answer|metadata header) has no usage\.prompt_tokens",
+    "missing-usage": r"answer has no token count \(looked for .+\); --require-server-tokens",
     "no-metadata": r"no metadata header in the bytes answer",
     "garbled-metadata": r"metadata header is not valid JSON",
     "metadata-offsets": r"metadata offsets do not match the body",
@@ -174,6 +174,7 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     result = run_locust(
         LOCUSTFILE,
         *(*SHAPE, "--encoding-format", encoding, "--check-vectors", "--request-timeout", str(REQUEST_TIMEOUT_S)),
+        "--require-server-tokens",  # missing-usage is a failure only then: a valid answer without a count is not
         *("--stop-timeout", "3"),  # requests in flight at the end finish and count
         *("--exit-code-on-error", "0"),  # the injected failures are expected: any other exit code is an error
         host=mock.url,

@@ -6,7 +6,10 @@ import orjson
 import pytest
 
 import poolbench_locust as pb
-from tests.support.harness import Run, failure_text
+from poolbench_locust.endpoints.spec import MAX_TOKENS, AnswerError, TokenPaths
+from poolbench_locust.options import OptionError, Settings
+from tests.support.harness import Run, failure_text, options
+from tests.support.locust_run import run_locust
 
 REQUESTS = 5
 
@@ -130,3 +133,89 @@ def test_a_length_below_the_special_tokens_stops_with_a_clear_line(tmp_path):
         plan_for(pb.EmbeddingsUser, options("--tokenizer", str(model), "--input-len", "2"))
     with pytest.raises(OptionError, match=r"holds no tokenizer\.json"):
         plan_for(pb.EmbeddingsUser, options("--tokenizer", str(tmp_path)))
+
+
+# ---- answers without the count we look for first: Cohere's and Voyage's (issue 30) -----------------
+
+UNCOUNTED_WARNING = "RerankUser (/v2/rerank): the server's answers carry no token count"
+COHERE_LOOKED_FOR = (
+    "usage.prompt_tokens, usage.total_tokens, meta.tokens.input_tokens, meta.billed_units.input_tokens, "
+    "the x-compute-tokens header"
+)
+
+ELSEWHERE = [
+    # (User class, options, the mock's flavor, token source): each answer valid, its count elsewhere or nowhere
+    (pb.RerankUser, ["--endpoint-path", "/v2/rerank"], "cohere", "client-estimate"),  # only search_units
+    (pb.RerankUser, ["--endpoint-path", "/v1/rerank"], "voyage", "server"),  # data, usage.total_tokens
+    (pb.EmbeddingsUser, ["--batch-size", "3"], "voyage", "server"),  # usage.total_tokens
+    (pb.EmbeddingsUser, ["--batch-size", "8", "--dimensions", "1024"], "voyage", "server"),  # 86 kB: lazyjson's
+]
+
+
+@pytest.mark.parametrize(
+    ("user_class", "args", "flavor", "source"),
+    ELSEWHERE,
+    ids=[f"{u.__name__}-{f}{''.join(a)}" for u, a, f, _ in ELSEWHERE],
+)
+def test_a_valid_answer_with_its_count_elsewhere_or_nowhere_succeeds(mock_server, user_class, args, flavor, source):
+    run = Run(
+        user_class,
+        mock_server.url,
+        "--input-len",
+        "5",
+        "--documents",
+        "3",
+        *args,
+        mock_headers={"x-mock-flavor": flavor},
+    )
+    mock_server.reset()
+    events = [run.one() for _ in range(3)]
+    assert [failure_text(e) for e in events] == [""] * 3
+    assert {e["context"]["token_source"] for e in events} == {source}
+    # The client's word count and the mock's are the same rule: either way the sum is the mock's.
+    assert sum(e["context"]["input_tokens"] for e in events) == mock_server.stats()["prompt_tokens"]
+
+
+def test_require_server_tokens_fails_an_answer_without_a_count_naming_where_it_looked(mock_server):
+    args = ["--endpoint-path", "/v2/rerank", "--require-server-tokens"]
+    event = Run(pb.RerankUser, mock_server.url, *args, mock_headers={"x-mock-flavor": "cohere"}).one()
+    assert failure_text(event) == f"answer has no token count (looked for {COHERE_LOOKED_FOR}); --require-server-tokens"
+
+
+def test_require_server_tokens_with_bytes_only_stops_at_start():
+    with pytest.raises(OptionError, match="--require-server-tokens: a bytes_only answer carries no token count"):
+        Settings.from_options(options("--require-server-tokens", "--encoding-format", "bytes_only"))
+
+
+def test_a_run_without_server_counts_warns_once_naming_the_route_and_its_csv_says_client(mock_server_factory, tmp_path):
+    mock = mock_server_factory("--flavor", "cohere")
+    result = run_locust(
+        "locustfiles/rerank.py",
+        *("--endpoint-path", "/v2/rerank", "--documents", "4", "--input-len", "6"),
+        host=mock.url,
+        users=4,
+        run_time="2s",
+        csv=tmp_path / "run",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count(UNCOUNTED_WARNING) == 1, result.stderr[-3000:]
+    warning = next(line for line in result.stderr.splitlines() if UNCOUNTED_WARNING in line)
+    assert f"(looked for {COHERE_LOOKED_FOR})" in warning and "client's own count (client-estimate)" in warning
+    pooling = result.csv("pooling")
+    assert pooling["/v2/rerank"]["Token Source"] == pooling["Aggregated"]["Token Source"] == "client-estimate"
+    assert int(pooling["Aggregated"]["Input Tokens"]) == mock.stats()["prompt_tokens"] > 0
+    assert result.csv()["Aggregated"]["Failure Count"] == "0"
+
+
+def test_token_paths_are_tried_in_order_and_checked():
+    paths = TokenPaths("usage.prompt_tokens", "usage.total_tokens", "[].meta_info.prompt_tokens")
+    assert paths.read({"usage": {"prompt_tokens": 3, "total_tokens": 9}}) == 3
+    assert paths.read({"usage": {"total_tokens": 9}}) == 9
+    assert paths.read({"usage": "none", "meta": {}}) is None
+    assert paths.read([{"meta_info": {"prompt_tokens": 4}}, {"meta_info": {"prompt_tokens": 5}}]) == 9
+    assert paths.read([{"meta_info": {"prompt_tokens": 4}}, {"index": 1}]) is None, "only where every item has one"
+    with pytest.raises(AnswerError, match=r"^usage.total_tokens is negative: -2$"):
+        paths.read({"usage": {"total_tokens": -2}})
+    with pytest.raises(AnswerError, match=r"^\[\].meta_info.prompt_tokens is implausible"):
+        paths.read([{"meta_info": {"prompt_tokens": MAX_TOKENS}}] * 2)
+    assert str(paths) == "usage.prompt_tokens, usage.total_tokens, [].meta_info.prompt_tokens"

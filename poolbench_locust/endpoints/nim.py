@@ -7,6 +7,7 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import (
     NAMED_TRUNCATION,
+    NO_TOKENS,
     AnswerError,
     Endpoint,
     ParsedAnswer,
@@ -40,7 +41,7 @@ NIM_RANKING = Endpoint(
         "passages": [{"text": text} for text in x.texts],
     },
     answer=_ranking_answer,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send={"--count-tokens-with-server": "NIM has no /tokenize route; count with --tokenizer instead"},
     truncation=NAMED_TRUNCATION,
 )

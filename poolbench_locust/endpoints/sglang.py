@@ -13,20 +13,18 @@ from poolbench_locust.endpoints.spec import (
     AnswerError,
     Endpoint,
     ParsedAnswer,
+    TokenPaths,
     finite_number,
     model_field,
-    token_count,
-    usage_tokens,
 )
 
 NO_TOKENIZE = "SGLang's /tokenize is not vLLM's; count with --tokenizer instead"
 
 
 def _rerank_answer(doc: Any) -> ParsedAnswer:
-    """`[{"score", "document"?, "index", "meta_info"?}]`; tokens are the sum of `meta_info.prompt_tokens`."""
+    """`[{"score", "document"?, "index", "meta_info"?}]`; its tokens are SGLANG_RERANK's `tokens`."""
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list of rerank results")
-    counts: list[int] = []
     for i, result in enumerate(doc):
         if not isinstance(result, Mapping):
             raise AnswerError(f"result {i} is not an object")
@@ -34,13 +32,7 @@ def _rerank_answer(doc: Any) -> ParsedAnswer:
         index = result.get("index")
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise AnswerError(f"result {i} index is not a whole number >= 0")
-        meta = result.get("meta_info")
-        if isinstance(meta, Mapping):
-            count = token_count(meta.get("prompt_tokens"), f"result {i} meta_info.prompt_tokens")
-            if count is not None:
-                counts.append(count)
-    tokens = token_count(sum(counts), "meta_info.prompt_tokens summed") if counts else None
-    return ParsedAnswer(len(doc), tokens)
+    return ParsedAnswer(len(doc))
 
 
 def _score_answer(doc: Any) -> ParsedAnswer:
@@ -55,7 +47,7 @@ def _score_answer(doc: Any) -> ParsedAnswer:
             raise AnswerError(f"scores[{i}] is not a non-empty list of numbers")
         for j, value in enumerate(row):
             finite_number(value, f"scores[{i}][{j}]")
-    return ParsedAnswer(len(scores), usage_tokens(doc))
+    return ParsedAnswer(len(scores))
 
 
 SGLANG_RERANK = Endpoint(
@@ -65,7 +57,7 @@ SGLANG_RERANK = Endpoint(
     # return_documents defaults to true: the documents back would only add bytes the test did not ask for.
     body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts), "return_documents": False},
     answer=_rerank_answer,
-    usage_required=False,
+    tokens=TokenPaths("[].meta_info.prompt_tokens"),
     cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )
 
@@ -76,6 +68,5 @@ SGLANG_SCORE = Endpoint(
     server="sglang",
     body=lambda x, s: {**model_field(s), "query": x.query, "items": list(x.texts)},
     answer=_score_answer,
-    usage_required=False,
     cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )

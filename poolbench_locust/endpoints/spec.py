@@ -36,8 +36,8 @@ class ParsedAnswer:
 
     items: int
     """Embeddings, results or scores in the answer."""
-    prompt_tokens: int | None
-    """The server's own token count, None where the answer has none."""
+    prompt_tokens: int | None = None
+    """A token count the reader worked out itself; None: the engine reads the endpoint's `tokens`."""
     vectors: Sequence[Any] = ()
     """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
     vector checks; empty for answers that hold none (rerank, score, classify)."""
@@ -45,6 +45,67 @@ class ParsedAnswer:
 
 class AnswerError(Exception):
     """The answer is valid JSON but not of the endpoint's shape."""
+
+
+class TokenPaths:
+    """Where a route's answers may hold the server's token count: dotted paths, tried in order; the first
+    present is the count, checked by `token_count`. A path that starts with `[].` is read in every item
+    of a bare-list answer and summed (SGLang's per-result `meta_info.prompt_tokens`): present only where
+    every item holds it. An endpoint declares its own in one line: `tokens=TokenPaths("prompt_eval_count")`.
+    """
+
+    __slots__ = ("_paths", "names")
+
+    def __init__(self, *names: str) -> None:
+        self.names: tuple[str, ...] = names
+        self._paths = tuple(
+            (name, tuple(name.removeprefix("[].").split(".")), name.startswith("[].")) for name in names
+        )
+
+    def read(self, doc: Any) -> int | None:
+        """The first count present in `doc` (AnswerError naming its path when it is not plausible), or None."""
+        for name, keys, per_item in self._paths:
+            value = _summed(doc, keys, name) if per_item else _at(doc, keys)
+            if value is not None:
+                return token_count(value, name)
+        return None
+
+    def __add__(self, other: TokenPaths) -> TokenPaths:
+        return TokenPaths(*self.names, *other.names)
+
+    def __str__(self) -> str:
+        return ", ".join(self.names)
+
+    def __repr__(self) -> str:
+        return f"TokenPaths{self.names!r}"
+
+
+def _at(doc: Any, keys: tuple[str, ...]) -> Any:
+    # Answers are parsed into dicts (orjson, lazyjson): a dict test is cheaper than Mapping's ABC check.
+    for key in keys:
+        if type(doc) is not dict:
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def _summed(doc: Any, keys: tuple[str, ...], name: str) -> int | None:
+    if type(doc) is not list or not doc:
+        return None
+    total = 0
+    for item in doc:
+        if (count := token_count(_at(item, keys), name)) is None:
+            return None
+        total += count  # each at most MAX_TOKENS: the sum is checked below, never huge
+    return total
+
+
+USAGE_TOKENS = TokenPaths("usage.prompt_tokens", "usage.total_tokens")
+"""OpenAI's usage; Voyage sends only `total_tokens` (for pooling, all of them are prompt tokens)."""
+COHERE_TOKENS = TokenPaths("meta.tokens.input_tokens", "meta.billed_units.input_tokens")
+"""Cohere v2's `meta`: `tokens` is optional; its rerank may bill only `search_units`, which are not tokens."""
+NO_TOKENS = TokenPaths()
+"""A route whose JSON holds no count (TEI: its count comes in the `x-compute-tokens` header)."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +117,9 @@ class Endpoint:
     server: Server = "vllm"
     encodings: frozenset[str] = frozenset({"float"})
     """The `--encoding-format` values this route can answer; bytes/bytes_only mean a binary body."""
-    usage_required: bool = True
-    """A JSON answer without a token count is a failure (vLLM always sends usage)."""
+    tokens: TokenPaths = USAGE_TOKENS
+    """Where the answers hold the server's token count. An answer with none counts the client's own
+    count (one warning per route), or fails with --require-server-tokens."""
     vectors: bool = False
     """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
     routes: tuple[str, ...] = ()
@@ -134,11 +196,9 @@ def token_count(value: Any, where: str) -> int | None:
     return value
 
 
-def usage_tokens(doc: Mapping[str, Any]) -> int | None:
-    usage = doc.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    return token_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+def usage_tokens(doc: Any) -> int | None:
+    """The count in OpenAI's usage (USAGE_TOKENS), for a reader that works its count out itself."""
+    return USAGE_TOKENS.read(doc)
 
 
 def items_of(doc: Any, key: str) -> Sequence[Any]:
@@ -155,9 +215,9 @@ def data_answer(vector_key: str | None) -> Callable[[Any], ParsedAnswer]:
     def read(doc: Any) -> ParsedAnswer:
         data = items_of(doc, "data")
         if vector_key is None:
-            return ParsedAnswer(len(data), usage_tokens(doc))
+            return ParsedAnswer(len(data))
         vectors = [item.get(vector_key) if isinstance(item, Mapping) else None for item in data]
-        return ParsedAnswer(len(data), usage_tokens(doc), vectors)
+        return ParsedAnswer(len(data), None, vectors)
 
     return read
 
@@ -167,15 +227,17 @@ def dimensions_field(settings: Settings, name: str = "dimensions") -> dict[str, 
 
 
 def results_answer(doc: Any) -> ParsedAnswer:
-    """Reader of rerank answers: `results`, tokens in `usage` or, in Cohere's /v2 form, `meta.tokens`."""
-    results = items_of(doc, "results")
-    tokens = usage_tokens(doc)
-    if tokens is None:
-        meta = doc.get("meta")
-        counted = meta.get("tokens") if isinstance(meta, Mapping) else None
-        if isinstance(counted, Mapping):
-            tokens = token_count(counted.get("input_tokens"), "meta.tokens.input_tokens")
-    return ParsedAnswer(len(results), tokens)
+    """Reader of rerank answers: `results` (vLLM, Infinity, Cohere), or Voyage's `data`."""
+    results = doc.get("results") if isinstance(doc, Mapping) else None
+    if results is None and isinstance(doc, Mapping):
+        results = doc.get("data")
+    if not isinstance(results, ARRAY):
+        raise AnswerError("answer has no 'results' list (nor Voyage's 'data')")
+    return ParsedAnswer(len(results))
+
+
+RERANK_TOKENS = USAGE_TOKENS + COHERE_TOKENS
+"""Rerank answers: vLLM's and Infinity's usage, Voyage's `usage.total_tokens`, Cohere's `meta`."""
 
 
 def finite_number(value: Any, where: str) -> float:

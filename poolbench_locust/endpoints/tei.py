@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
+    NO_TOKENS,
     TEI_TRUNCATION,
     AnswerError,
     Endpoint,
@@ -30,7 +31,7 @@ CANNOT_SEND = {
 def _bare_list(doc: Any) -> ParsedAnswer:
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    return ParsedAnswer(len(doc), None)
+    return ParsedAnswer(len(doc))
 
 
 def _bare_vectors(doc: Any) -> ParsedAnswer:
@@ -46,7 +47,7 @@ TEI_EMBED = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
     answer=_bare_vectors,
-    usage_required=False,
+    tokens=NO_TOKENS,
     vectors=True,
     cannot_send=CANNOT_SEND,
 )
@@ -57,7 +58,7 @@ TEI_RERANK = Endpoint(
     server="tei",
     body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
     answer=_bare_list,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
 )
 
@@ -125,7 +126,7 @@ TEI_PREDICT = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": [[text] for text in x.texts]},
     answer=_predict_answer,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
     truncation=TEI_TRUNCATION,
 )
@@ -136,7 +137,7 @@ TEI_EMBED_SPARSE = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts)},
     answer=_sparse_answer,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
     truncation=TEI_TRUNCATION,
 )
@@ -147,7 +148,7 @@ TEI_EMBED_ALL = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": list(x.texts)},
     answer=_embed_all_answer,
-    usage_required=False,
+    tokens=NO_TOKENS,
     vectors=True,
     cannot_send={**CANNOT_SEND, "--dimensions": "TEI's /embed_all has no dimensions: it answers the model's own"},
     truncation=TEI_TRUNCATION,
@@ -159,7 +160,7 @@ TEI_SIMILARITY = Endpoint(
     server="tei",
     body=lambda x, s: {"inputs": {"source_sentence": x.query, "sentences": list(x.texts)}},
     answer=_similarity_answer,
-    usage_required=False,
+    tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
     # /similarity takes its truncation under "parameters" (router/src/http/types.rs, SimilarityParameters).
     truncation={name: {"parameters": dict(fields)} for name, fields in TEI_TRUNCATION.items()},

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
+    COHERE_TOKENS,
+    RERANK_TOKENS,
     AnswerError,
     Endpoint,
     Inputs,
@@ -14,7 +16,6 @@ from poolbench_locust.endpoints.spec import (
     dimensions_field,
     model_field,
     results_answer,
-    token_count,
 )
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
@@ -34,14 +35,7 @@ def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
     if not isinstance(floats, ARRAY):
         raise AnswerError("answer has no 'embeddings.float' list")
-    meta = doc.get("meta")
-    billed = meta.get("billed_units") if isinstance(meta, Mapping) else None
-    tokens = (
-        token_count(billed.get("input_tokens"), "meta.billed_units.input_tokens")
-        if isinstance(billed, Mapping)
-        else None
-    )
-    return ParsedAnswer(len(floats), tokens, floats)
+    return ParsedAnswer(len(floats), None, floats)
 
 
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
@@ -85,6 +79,7 @@ RERANK = Endpoint(
     shape="pairs",
     body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts)},
     answer=results_answer,
+    tokens=RERANK_TOKENS,
     routes=("/v1/rerank", "/v2/rerank"),
 )
 
@@ -116,5 +111,6 @@ COHERE_EMBED = Endpoint(
         **dimensions_field(s, "output_dimension"),
     },
     answer=_cohere_embed_answer,
+    tokens=COHERE_TOKENS,
     vectors=True,
 )

@@ -55,16 +55,45 @@ def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: S
         raise BadResponse(f"garbled JSON body: {e}") from None
     try:
         answer = endpoint.answer(doc)
+        tokens = answer.prompt_tokens if answer.prompt_tokens is not None else endpoint.tokens.read(doc)
     except AnswerError as e:
         raise BadResponse(str(e)) from None
-    if endpoint.usage_required and answer.prompt_tokens is None:
-        raise BadResponse("answer has no usage.prompt_tokens")
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
         _check_shapes(answer.vectors, settings)
+        # NaN and infinity are written as null (vLLM's orjson): one memchr-speed look at the body finds
+        # whether it holds a null, true or false at all, and only then is every vector's every value read.
+        if answer.vectors and settings.encoding_format == "float" and lazyjson.may_hold_literal(data):
+            _check_numbers(answer.vectors)
     if settings.check_vectors and answer.vectors:
         _check_vector(answer.vectors[0], settings)
-    return answer.prompt_tokens  # nothing that reads the lazy document outlives this call
+    return tokens  # nothing that reads the lazy document outlives this call
+
+
+def looked_for(endpoint: Endpoint, settings: Settings) -> str:
+    """Where the engine looks for the server's token count of an answer of `endpoint`."""
+    paths = "metadata usage.prompt_tokens" if settings.encoding_format == "bytes" else str(endpoint.tokens)
+    return f"{paths}, the {TEI_TOKENS_HEADER} header" if paths else f"the {TEI_TOKENS_HEADER} header"
+
+
+def missing_tokens(endpoint: Endpoint, settings: Settings) -> str:
+    """The failure of an answer without a token count, under --require-server-tokens."""
+    return f"answer has no token count (looked for {looked_for(endpoint, settings)}); --require-server-tokens"
+
+
+NULL_IN_VECTOR = "holds null: a NaN or infinite value, written as null"
+
+
+def _check_numbers(embeddings: Sequence[Any]) -> None:
+    """Every value of every float embedding is a number: a null is a NaN or infinity the server wrote so."""
+    for i, vector in enumerate(embeddings):
+        rows = vector if type(vector) is list and vector and isinstance(vector[0], ARRAY) else (vector,)
+        for row in rows:
+            if not lazyjson.numbers_only(row):
+                values = row.values() if isinstance(row, Numbers) else row
+                if None in values:
+                    raise BadResponse(f"embedding {i} {NULL_IN_VECTOR}")
+                raise BadResponse(f"embedding {i} is not a list of numbers")
 
 
 def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
@@ -106,7 +135,11 @@ def _check_vector(vector: Any, settings: Settings) -> None:
     else:
         values = _built(vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector)
         if not isinstance(values, list) or not all(type(v) in (float, int) for v in values):
-            raise BadResponse("embedding 0 is not a list of numbers")
+            raise BadResponse(
+                f"embedding 0 {NULL_IN_VECTOR}"
+                if isinstance(values, list) and None in values
+                else "embedding 0 is not a list of numbers"
+            )
     if (why := vectors.problem(values)) is not None:
         raise BadResponse(why)
 
@@ -139,8 +172,8 @@ def first_vector_size(meta: Mapping[str, Any]) -> int:
         return 0
 
 
-def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, settings: Settings) -> int:
-    """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage."""
+def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, settings: Settings) -> int | None:
+    """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage (or None)."""
     usage = meta.get("usage")
     try:
         tokens = (
@@ -150,8 +183,6 @@ def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, setti
         )
     except AnswerError as e:
         raise BadResponse(str(e)) from None
-    if tokens is None:
-        raise BadResponse("metadata header has no usage.prompt_tokens")
     items = meta["data"]
     if settings.validate:
         _expect_items(len(items), req, "embeddings in metadata")

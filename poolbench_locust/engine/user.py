@@ -28,6 +28,7 @@ from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.target import origin
 from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
 from poolbench_locust.options import OptionError
+from poolbench_locust.store import Slot
 from poolbench_locust.wire import (
     DTYPE_SIZES,
     JSON,
@@ -44,6 +45,9 @@ ERROR_BODY_LIMIT = 64 * 1024
 
 _UNCOUNTED = EventHook()
 """Where warm-up requests report: no stats, no CSV, no master listens here."""
+
+_UNCOUNTED_ROUTES: Slot[set[tuple[str, str]]] = Slot("uncounted_routes", set)
+"""(User class, route) whose answers came without a token count, warned about once a process."""
 
 ANY_STATUS = frozenset(range(100, 600))
 """geventhttpclient closes the connection on a status it calls bad before the body is read;
@@ -272,12 +276,13 @@ class EndpointUser(FastHttpUser):
             header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
-        if tokens is None:
-            tokens, source = (
-                (header_tokens, "server")
-                if header_tokens is not None
-                else (req.client_tokens, plan.client_token_source)
-            )
+        if tokens is None and header_tokens is not None:
+            tokens, source = header_tokens, "server"
+        elif tokens is None:  # a valid answer without a count: the client's own count, said once per route
+            if settings.require_server_tokens:
+                return body.wire_bytes, answer_checks.missing_tokens(self.endpoint, settings)
+            tokens, source = req.client_tokens, plan.client_token_source
+            self._said_uncounted(plan)
         context["input_tokens"] = tokens
         context["token_source"] = source
         if source in ("server", "metadata"):  # both counts exist: the stats show their gap
@@ -285,12 +290,24 @@ class EndpointUser(FastHttpUser):
             context["client_token_source"] = plan.client_token_source
         return body.wire_bytes, None
 
+    def _said_uncounted(self, plan: Plan) -> None:
+        said = _UNCOUNTED_ROUTES.of(self.environment)
+        if (key := (type(self).__name__, plan.route)) not in said:
+            said.add(key)
+            logger.warning(
+                "%s (%s): the server's answers carry no token count (looked for %s); their tokens are the "
+                "client's own count (%s); --require-server-tokens makes such an answer a failed request",
+                *key,
+                answer_checks.looked_for(self.endpoint, plan.settings),
+                plan.client_token_source,
+            )
+
     def _read(self, resp: Any, **how: Any) -> Body:
         """read_body, remembering the body read: its end time and size stand even if a check fails."""
         self._body = read_body(resp, self._exchange, **how)
         return self._body
 
-    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest) -> tuple[Body, int, str]:
+    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest) -> tuple[Body, int | None, str]:
         settings = plan.settings
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":

@@ -216,7 +216,10 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
     text = vectors.json_floats(dim, kind) if encoding == "float" else vectors.json_base64(dim, dtype, endianness, kind)
     fragment = orjson.Fragment(text)
     data = [{"index": i, "object": item, key: fragment} for i in indices]
-    doc = {**head, "object": "list", "data": data, "usage": _usage(tokens)}
+    if call.controls.flavor == "voyage":  # Voyage: no id or created, and usage holds only total_tokens
+        doc = {"object": "list", "data": data, "model": model, "usage": {"total_tokens": tokens}}
+    else:
+        doc = {**head, "object": "list", "data": data, "usage": _usage(tokens)}
     return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
@@ -276,7 +279,7 @@ def _pair_words(query: str, docs: list[str]) -> int:
 
 
 def rerank(call: Call) -> AnswerDraft | Reply:
-    """/rerank and /v1/rerank: vLLM's form, or TEI's (a `texts` body or tei flavor), or Infinity's."""
+    """/rerank and /v1/rerank: vLLM's form, or TEI's (a `texts` body or tei flavor), Infinity's or Voyage's."""
     query = _text(_required(call, "query"), "query")
     tei = "texts" in call.body or call.controls.flavor == "tei"
     docs = _texts(call.body.get("texts") if "texts" in call.body else _required(call, "documents"), "documents")
@@ -290,6 +293,10 @@ def rerank(call: Call) -> AnswerDraft | Reply:
         return AnswerDraft(doc, headers=_tei_headers(call, tokens, chars), tokens=tokens, sequences=len(docs))
     if call.controls.flavor == "sglang":
         return _sglang_rerank(call, query, ranked)
+    if call.controls.flavor == "voyage":  # results under data, usage only total_tokens
+        data = [{"relevance_score": s, "index": i} for i, _, s in ranked]
+        doc = {"object": "list", "data": data, "model": _model(call), "usage": {"total_tokens": tokens}}
+        return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
     if call.controls.flavor == "infinity":
         if call.config.infinity_usage == "chars":
             tokens = sum(len(query) + len(d) for d in docs)
@@ -325,16 +332,19 @@ def _sglang_rerank(call: Call, query: str, ranked: list[tuple[int, str, float]])
     return AnswerDraft(doc, tokens=tokens, sequences=len(ranked))
 
 
-def cohere_rerank(call: Call) -> AnswerDraft:
+def cohere_rerank(call: Call) -> AnswerDraft | Reply:
+    """/v2/rerank: vLLM answers it in its own form (WIRE.md); Cohere bills search units, which are not
+    tokens, and its optional `meta.tokens` is left out: the answer has no token count."""
+    if call.controls.flavor != "cohere":
+        return rerank(call)
     query = _text(_required(call, "query"), "query")
     docs = _texts(_required(call, "documents"), "documents")
-    tokens = _pair_words(query, docs)
     doc = {
         "id": _id("rerank"),
         "results": [{"index": i, "relevance_score": s} for i, _, s in _ranked(call, query, docs)],
-        "meta": {"billed_units": {"search_units": 1}, "tokens": {"input_tokens": tokens}},
+        "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}},
     }
-    return AnswerDraft(doc, tokens=tokens, sequences=len(docs))
+    return AnswerDraft(doc, tokens=_pair_words(query, docs), sequences=len(docs))
 
 
 _SCORE_FIELDS = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"), ("text_1", "text_2"))

@@ -227,6 +227,12 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "Check the vectors",
         ),
         flag(
+            "--require-server-tokens",
+            "Fail an answer that carries no token count of the server's; by default its tokens are the client's "
+            "own count, labelled as such, with one warning per route.",
+            "Require the server's token count",
+        ),
+        flag(
             "--no-preflight",
             "Do not send one request per User class before the test (a 4xx stops the run).",
             "Skip the preflight request",

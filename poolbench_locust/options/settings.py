@@ -56,6 +56,7 @@ class Settings:
     max_header_kb: int = 64
     no_validate: bool = False
     check_vectors: bool = False
+    require_server_tokens: bool = False
     no_preflight: bool = False
     # Workload
     batch_size: Span = _ONE
@@ -140,6 +141,10 @@ def _refused(s: Settings) -> Iterator[OptionError]:
             opt = BY_FLAG[flag]
             if getattr(s, opt.dest) != opt.default_value:
                 yield OptionError(flag, "applies to base64, bytes and bytes_only; --encoding-format is float")
+    if s.require_server_tokens and s.encoding_format == "bytes_only":
+        yield OptionError(
+            "--require-server-tokens", "a bytes_only answer carries no token count: use bytes, or leave it out"
+        )
     if s.trace is not None:  # a trace says when each request leaves
         for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
             if getattr(s, BY_FLAG[flag].dest):
