@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from poolbench_locust.endpoints.spec import Endpoint, data_answer, dimensions_field, model_field, results_answer
 
+# No truncation and no input_type: Infinity's request has neither (it always cuts at the model's
+# max_seq_length itself), so --truncate and --input-type stop the run at start.
 NO_TOKENIZE = "Infinity has no /tokenize route; count with --tokenizer instead"
 
 # Infinity's usage counts characters unless the server was started to count tokens: the figure

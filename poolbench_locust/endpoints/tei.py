@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, dimensions_field
+from poolbench_locust.endpoints.spec import TEI_TRUNCATION, AnswerError, Endpoint, ParsedAnswer, dimensions_field
 from poolbench_locust.lazyjson import ARRAY
 
 CANNOT_SEND = {
@@ -40,6 +40,7 @@ TEI_EMBED = Endpoint(
     usage_required=False,
     vectors=True,
     cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
 )
 
 TEI_RERANK = Endpoint(
@@ -50,4 +51,5 @@ TEI_RERANK = Endpoint(
     answer=_bare_list,
     usage_required=False,
     cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
 )

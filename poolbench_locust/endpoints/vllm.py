@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
+    NAMED_TRUNCATION,
+    VLLM_TRUNCATION,
     AnswerError,
     Endpoint,
     Inputs,
@@ -18,7 +20,7 @@ from poolbench_locust.endpoints.spec import (
 )
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
-from poolbench_locust.wire import ENCODINGS
+from poolbench_locust.wire import COHERE_INPUT_TYPES, ENCODINGS, cohere_needs_input_type
 
 
 def _encoding_fields(settings: Settings) -> dict[str, Any]:
@@ -44,6 +46,11 @@ def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     return ParsedAnswer(len(floats), tokens, floats)
 
 
+OPENAI_INPUT_TYPES = ("query", "passage", "document")
+"""The input_type of /v1/embeddings on the servers that take one: NIM (query, passage), Voyage (query,
+document). vLLM's /v1/embeddings ignores it."""
+
+
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
     """The body /v1/embeddings and /pooling share."""
     return {**model_field(settings), "input": list(inputs.texts), **_encoding_fields(settings)}
@@ -56,6 +63,8 @@ EMBEDDINGS = Endpoint(
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
+    input_types=OPENAI_INPUT_TYPES,
 )
 
 EMBEDDINGS_CHAT = Endpoint(
@@ -69,6 +78,7 @@ EMBEDDINGS_CHAT = Endpoint(
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
 )
 
 POOLING = Endpoint(
@@ -78,6 +88,11 @@ POOLING = Endpoint(
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
+    cannot_send={
+        "--dimensions": "vLLM's /pooling refuses it (400 'dimensions is currently not supported'); "
+        "use EmbeddingsUser for Matryoshka dimensions",
+    },
 )
 
 RERANK = Endpoint(
@@ -86,6 +101,7 @@ RERANK = Endpoint(
     body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts)},
     answer=results_answer,
     routes=("/v1/rerank", "/v2/rerank"),
+    truncation=VLLM_TRUNCATION,
 )
 
 # text_1/text_2 is the form every vLLM release with /score accepts.
@@ -95,6 +111,7 @@ SCORE = Endpoint(
     body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": list(x.texts)},
     answer=data_answer(None),
     routes=("/v1/score",),
+    truncation=VLLM_TRUNCATION,
 )
 
 CLASSIFY = Endpoint(
@@ -102,6 +119,7 @@ CLASSIFY = Endpoint(
     shape="texts",
     body=lambda x, s: {**model_field(s), "input": list(x.texts)},
     answer=data_answer(None),
+    truncation=VLLM_TRUNCATION,
 )
 
 COHERE_EMBED = Endpoint(
@@ -109,12 +127,15 @@ COHERE_EMBED = Endpoint(
     shape="texts",
     body=lambda x, s: {
         **model_field(s),
-        # No input_type: vLLM rejects every one (400) for a model that defines no task instructions,
-        # and leaving it out is valid for every model.
+        # input_type only with --input-type: vLLM refuses every one (400) for a model that defines no task
+        # instructions, and Cohere's own API every request without one for its v3+ models.
         "texts": list(x.texts),
         "embedding_types": ["float"],
         **dimensions_field(s, "output_dimension"),
     },
     answer=_cohere_embed_answer,
     vectors=True,
+    truncation=NAMED_TRUNCATION,  # vLLM's /v2/embed too: truncate NONE, START or END (its default)
+    input_types=COHERE_INPUT_TYPES,
+    input_type_required=cohere_needs_input_type,
 )
