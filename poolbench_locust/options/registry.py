@@ -170,7 +170,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "A JSON object of the server's own fields, merged into every request body, e.g. "
             "'{\"priority\": 1}' or '{\"use_activation\": false}' for vLLM. A field the class builds itself "
             "(input, model...) is refused unless --extra-body-overrides is given.",
-            label="Extra request fields (JSON)",
+            label="Extra request fields, JSON",
         ),
         flag(
             "--extra-body-overrides",
