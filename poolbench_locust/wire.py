@@ -6,6 +6,7 @@ dtype weighs or how the documented client-side token rule counts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -64,3 +65,18 @@ def count_prompt(prompt: Any) -> int:
 
 def count_prompts(prompts: Iterable[Any]) -> int:
     return sum(count_prompt(p) for p in prompts)
+
+
+COHERE_INPUT_TYPES: Final = ("search_document", "search_query", "classification", "clustering")
+"""Cohere's /v2/embed input types for texts ("image" is for images, which a class of texts never sends)."""
+COHERE_NO_INPUT_TYPE: Final = "invalid request: valid input_type must be provided with the provided model"
+"""Cohere's 400 to a v3+ model asked without input_type."""
+_COHERE_EMBED_MODEL = re.compile(r"(?:cohere[.-])?embed-(?:[a-z]+-)*v(\d+)(?:[.-]|$)", re.IGNORECASE)
+
+
+def cohere_needs_input_type(model: str) -> bool:
+    """Whether Cohere refuses every /v2/embed request for this model without input_type: its embed
+    models from v3 on (embed-english-v3.0, embed-multilingual-light-v3.0, embed-v4.0; also as
+    Bedrock's cohere.embed-english-v3 or Azure's Cohere-embed-v3-english names them)."""
+    found = _COHERE_EMBED_MODEL.match(model)
+    return found is not None and int(found.group(1)) >= 3

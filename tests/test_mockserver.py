@@ -207,7 +207,8 @@ def test_bytes_body_metadata_and_chunked_encoding(server, dtype):
 
 
 def test_bytes_only_has_no_metadata_and_the_same_body(server):
-    resp = post(server, "/pooling", {"input": TEXTS, "encoding_format": "bytes_only", "dimensions": 32})
+    # vLLM's /pooling refuses `dimensions`: the mock's own control sets the width
+    resp = post(server, "/pooling", {"input": TEXTS, "encoding_format": "bytes_only"}, **{"x-mock-dim": "32"})
     assert resp.status_code == 200 and "metadata" not in resp.headers
     assert resp.headers["transfer-encoding"] == "chunked"
     assert len(resp.content) == 3 * 32 * 4
@@ -222,7 +223,7 @@ def test_large_batch_metadata_header_is_sent(server):
 
 
 def test_pooling_json_shape(server):
-    doc = post(server, "/pooling", {"input": TEXTS[:2], "dimensions": 10}).json()
+    doc = post(server, "/pooling", {"input": TEXTS[:2]}, **{"x-mock-dim": "10"}).json()
     assert [(d["index"], d["object"], len(d["data"])) for d in doc["data"]] == [(0, "pooling", 10), (1, "pooling", 10)]
     assert doc["usage"]["prompt_tokens"] == count_words(TEXTS[0]) + count_words(TEXTS[1])
 

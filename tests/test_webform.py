@@ -181,6 +181,7 @@ FORM_BAD_VALUES: dict[str, str] = {
     "--ca-bundle": "/no/such/ca.pem",
     "--tokenizer": "/no/such/tokenizer.json",
     "--dataset-column": "passage",  # the default --dataset random has no columns
+    "--input-type": "search_document",  # not one of the input types EmbeddingsUser's /v1/embeddings takes
     # the values of issue 21
     "--slo": "bogus",
     "--server-metrics": "ftp://x y",
@@ -191,6 +192,8 @@ FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
     {"--sweep-rates": "10,20", "--sweep-users": "4,8"},
     {"--embed-dtype": "float16"},
     {"--request-rate": "5", "--dataset": "trace:requests.jsonl"},
+    {"--extra-body": '{"input": ["typed in the form"]}'},  # a field EmbeddingsUser builds itself
+    {"--extra-body": '{"truncate_prompt_tokens": 16}', "--truncate": "end"},  # a field --truncate builds
 ]
 """Good values each, that the checks at start refuse together (the first flag is the one named)."""
 

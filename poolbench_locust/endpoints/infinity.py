@@ -16,6 +16,8 @@ from poolbench_locust.endpoints.spec import (
     usage_tokens,
 )
 
+# No truncation and no input_type: Infinity's request has neither (it always cuts at the model's
+# max_seq_length itself), so --truncate and --input-type stop the run at start.
 NO_TOKENIZE = "Infinity has no /tokenize route; count with --tokenizer instead"
 
 

@@ -133,6 +133,9 @@ class Endpoint:
     here is one the server cannot do, and an empty mapping a server that cannot truncate at all."""
     input_types: tuple[str, ...] = ()
     """The --input-type values the server takes, sent as `input_type`; empty: the route takes none."""
+    input_type_required: Callable[[str], bool] | None = None
+    """Whether the server refuses every request for this --model without an input_type (Cohere v3 and
+    later): then a run without --input-type stops at start."""
 
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""

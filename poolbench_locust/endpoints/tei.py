@@ -50,6 +50,7 @@ TEI_EMBED = Endpoint(
     tokens=NO_TOKENS,
     vectors=True,
     cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
 )
 
 TEI_RERANK = Endpoint(
@@ -60,6 +61,7 @@ TEI_RERANK = Endpoint(
     answer=_bare_list,
     tokens=NO_TOKENS,
     cannot_send=CANNOT_SEND,
+    truncation=TEI_TRUNCATION,
 )
 
 

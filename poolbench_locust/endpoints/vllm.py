@@ -7,7 +7,9 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import (
     COHERE_TOKENS,
+    NAMED_TRUNCATION,
     RERANK_TOKENS,
+    VLLM_TRUNCATION,
     AnswerError,
     Endpoint,
     Inputs,
@@ -19,7 +21,7 @@ from poolbench_locust.endpoints.spec import (
 )
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
-from poolbench_locust.wire import ENCODINGS
+from poolbench_locust.wire import COHERE_INPUT_TYPES, ENCODINGS, cohere_needs_input_type
 
 
 def _encoding_fields(settings: Settings) -> dict[str, Any]:
@@ -38,6 +40,11 @@ def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     return ParsedAnswer(len(floats), None, floats)
 
 
+OPENAI_INPUT_TYPES = ("query", "passage", "document")
+"""The input_type of /v1/embeddings on the servers that take one: NIM (query, passage), Voyage (query,
+document). vLLM's /v1/embeddings ignores it."""
+
+
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
     """The body /v1/embeddings and /pooling share."""
     return {**model_field(settings), "input": list(inputs.texts), **_encoding_fields(settings)}
@@ -50,6 +57,8 @@ EMBEDDINGS = Endpoint(
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
+    input_types=OPENAI_INPUT_TYPES,
 )
 
 EMBEDDINGS_CHAT = Endpoint(
@@ -63,6 +72,7 @@ EMBEDDINGS_CHAT = Endpoint(
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
 )
 
 POOLING = Endpoint(
@@ -72,6 +82,11 @@ POOLING = Endpoint(
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
+    truncation=VLLM_TRUNCATION,
+    cannot_send={
+        "--dimensions": "vLLM's /pooling refuses it (400 'dimensions is currently not supported'); "
+        "use EmbeddingsUser for Matryoshka dimensions",
+    },
 )
 
 RERANK = Endpoint(
@@ -81,6 +96,7 @@ RERANK = Endpoint(
     answer=results_answer,
     tokens=RERANK_TOKENS,
     routes=("/v1/rerank", "/v2/rerank"),
+    truncation=VLLM_TRUNCATION,
 )
 
 # text_1/text_2 is the form every vLLM release with /score accepts.
@@ -90,6 +106,7 @@ SCORE = Endpoint(
     body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": list(x.texts)},
     answer=data_answer(None),
     routes=("/v1/score",),
+    truncation=VLLM_TRUNCATION,
 )
 
 CLASSIFY = Endpoint(
@@ -97,6 +114,7 @@ CLASSIFY = Endpoint(
     shape="texts",
     body=lambda x, s: {**model_field(s), "input": list(x.texts)},
     answer=data_answer(None),
+    truncation=VLLM_TRUNCATION,
 )
 
 COHERE_EMBED = Endpoint(
@@ -104,8 +122,8 @@ COHERE_EMBED = Endpoint(
     shape="texts",
     body=lambda x, s: {
         **model_field(s),
-        # No input_type: vLLM rejects every one (400) for a model that defines no task instructions,
-        # and leaving it out is valid for every model.
+        # input_type only with --input-type: vLLM refuses every one (400) for a model that defines no task
+        # instructions, and Cohere's own API every request without one for its v3+ models.
         "texts": list(x.texts),
         "embedding_types": ["float"],
         **dimensions_field(s, "output_dimension"),
@@ -113,4 +131,7 @@ COHERE_EMBED = Endpoint(
     answer=_cohere_embed_answer,
     tokens=COHERE_TOKENS,
     vectors=True,
+    truncation=NAMED_TRUNCATION,  # vLLM's /v2/embed too: truncate NONE, START or END (its default)
+    input_types=COHERE_INPUT_TYPES,
+    input_type_required=cohere_needs_input_type,
 )

@@ -13,7 +13,7 @@ from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
 from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
-from poolbench_locust.workload import PreparedRequest, request_pool
+from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
 from poolbench_locust.workload.arrival import Schedule
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
@@ -72,6 +72,9 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
         value = getattr(settings, BY_FLAG[flag].dest)
         given = flag if value is True else f"{flag} {value}"
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
+    if (refused := request_fields.refused(endpoint, settings)) is not None:
+        flag, why = refused
+        raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) {why}")
 
 
 _PLANS: Slot[dict[tuple[Any, ...], Plan]] = Slot("plans", dict)

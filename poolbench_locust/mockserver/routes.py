@@ -21,12 +21,15 @@ from poolbench_locust.mockserver.config import Controls, MockConfig
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
+    COHERE_INPUT_TYPES,
+    COHERE_NO_INPUT_TYPE,
     DTYPE_SIZES,
     ENCODINGS,
     ENDIANNESS,
     METADATA_HEADER,
     OCTET_STREAM,
     TEI_TOKENS_HEADER,
+    cohere_needs_input_type,
     count_prompt,
     count_prompts,
     count_words,
@@ -135,6 +138,39 @@ def _dim(call: Call, name: str = "dimensions") -> int:
     return value
 
 
+def _vllm_refused_fields(call: Call) -> None:
+    """What vLLM 0.34 refuses in any /v1/embeddings, /pooling or /classify body."""
+    if call.controls.flavor == "vllm" and "normalize" in call.body:
+        raise BadRequest("Parameter `normalize` was removed; use `use_activation` instead.")
+
+
+def _vllm_tokens(call: Call, counts: list[int]) -> int:
+    """vLLM's count of the prompts (each one's tokens in `counts`) after its length check: a prompt past
+    max_model_len is refused (400) unless truncate_prompt_tokens (-1: the model's limit) cuts it; other
+    servers count every token."""
+    if call.controls.flavor != "vllm":
+        return sum(counts)
+    cut = call.body.get("truncate_prompt_tokens")
+    if cut is not None and (type(cut) is not int or cut < -1):
+        raise BadRequest("truncate_prompt_tokens: Input should be greater than or equal to -1")
+    if call.body.get("truncation_side") not in (None, "left", "right"):
+        raise BadRequest("truncation_side: Input should be 'left' or 'right'")
+    if cut is None:
+        if (longest := max(counts, default=0)) > MAX_MODEL_LEN:
+            raise BadRequest(
+                f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, your prompt contains "
+                f"{longest} input tokens, which exceeds this limit even without any output tokens. "
+                "Please reduce the length of the input prompt."
+            )
+        return sum(counts)
+    if cut > MAX_MODEL_LEN:
+        raise BadRequest(
+            "truncate_prompt_tokens value is greater than max_model_len. Please request a smaller truncation size."
+        )
+    limit = MAX_MODEL_LEN if cut == -1 else cut
+    return sum(min(n, limit) for n in counts)
+
+
 def _kind(call: Call) -> vectors.Kind:
     return "zero" if call.fault == "zero-vectors" else "nan" if call.fault == "nan-vectors" else "values"
 
@@ -225,14 +261,17 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
 
 def _embedding_route(item: str, key: str) -> Handler:
     def handle(call: Call) -> AnswerDraft:
+        _vllm_refused_fields(call)
+        if key == "data" and call.body.get("dimensions") is not None:  # vLLM 0.34's /pooling
+            raise BadRequest("dimensions is currently not supported")
         if "input" not in call.body and "messages" in call.body:
             messages = call.body["messages"]
             if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
                 raise BadRequest("'messages' must be a non-empty list of chat messages")
             # A conversation is one sequence: one embedding for all its messages.
-            return _embed(call, [messages], count_prompts(messages), item, key, ENCODINGS)
+            return _embed(call, [messages], _vllm_tokens(call, [count_prompts(messages)]), item, key, ENCODINGS)
         prompts = _prompts(_required(call, "input"), "input")
-        return _embed(call, prompts, count_prompts(prompts), item, key, ENCODINGS)
+        return _embed(call, prompts, _vllm_tokens(call, [count_prompt(p) for p in prompts]), item, key, ENCODINGS)
 
     return handle
 
@@ -242,10 +281,18 @@ def infinity_embeddings(call: Call) -> AnswerDraft:
     return _embed(call, prompts, _infinity_tokens(call, prompts), "embedding", "embedding", ("float", "base64"))
 
 
-def cohere_embed(call: Call) -> AnswerDraft:
+def cohere_embed(call: Call) -> AnswerDraft | Reply:
+    """/v2/embed as vLLM answers it, or (cohere flavor) as Cohere's API does."""
     texts = call.body.get("texts") or call.body.get("inputs")
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str | Mapping) for t in texts):
         raise BadRequest("'texts' (or 'inputs') must be a non-empty list")
+    if call.body.get("truncate", "END") not in ("NONE", "START", "END"):
+        raise BadRequest("truncate: Input should be 'NONE', 'START' or 'END'")
+    input_type = call.body.get("input_type")
+    if input_type is not None and input_type not in COHERE_INPUT_TYPES:
+        raise BadRequest(f"Unsupported input_type {input_type!r}. Supported values: {', '.join(COHERE_INPUT_TYPES)}")
+    if call.controls.flavor == "cohere" and input_type is None and cohere_needs_input_type(_model(call)):
+        return Reply(400, orjson.dumps({"message": COHERE_NO_INPUT_TYPE}))
     types = call.body.get("embedding_types") or ["float"]
     if not isinstance(types, list) or not set(types) <= {"float", "base64"}:
         raise BadRequest("embedding_types: the mock serves 'float' and 'base64'")
@@ -416,6 +463,7 @@ def _label_scores(prompt: Any) -> list[dict[str, Any]]:
 
 
 def classify(call: Call) -> AnswerDraft:
+    _vllm_refused_fields(call)
     prompts = _prompts(_required(call, "input"), "input")
     kept = _kept(call, prompts)
     if call.controls.flavor == "infinity":
@@ -429,7 +477,7 @@ def classify(call: Call) -> AnswerDraft:
             "created": int(time.time()),
         }
         return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
-    tokens = count_prompts(prompts)
+    tokens = _vllm_tokens(call, [count_prompt(p) for p in prompts])
     data = []
     for i, prompt in enumerate(kept):
         p = _score(prompt)

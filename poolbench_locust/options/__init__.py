@@ -18,13 +18,14 @@ from poolbench_locust.options.parsers import (
 )
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, GROUPS, Option, flag
 from poolbench_locust.options.settings import Settings, options_error, settings_of
-from poolbench_locust.options.values import SLO_KEYS, Slo, Span
+from poolbench_locust.options.values import SLO_KEYS, ExtraBody, Slo, Span
 
 __all__ = [
     "ALL_OPTIONS",
     "BY_FLAG",
     "GROUPS",
     "SLO_KEYS",
+    "ExtraBody",
     "Option",
     "OptionError",
     "Settings",

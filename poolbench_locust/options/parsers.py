@@ -5,10 +5,14 @@ the web UI's form sends, so a value is judged by one rule wherever it comes from
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
-from poolbench_locust.options.values import SLO_KEYS, Slo, Span
+import orjson
+
+from poolbench_locust.options.values import SLO_KEYS, ExtraBody, Slo, Span
 from poolbench_locust.urls import shown_url
 
 
@@ -182,3 +186,40 @@ def metrics_targets(text: str) -> str:
                 f"must be auto, off, or http(s):// URLs separated by commas, got {shown_url(url)!r}"
             )
     return text
+
+
+MAX_EXTRA_BODY_CHARS = 16384
+"""The longest --extra-body: a few fields of a server's own, not a dataset; it is sent in every request."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = next(key for key in keys if keys.count(key) > 1)
+        raise ValueError(f"the field {twice!r} is given twice")
+    return dict(pairs)
+
+
+def _not_a_number(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def extra_body(text: str) -> ExtraBody:
+    """A JSON object of fields merged into every request body; anything else raises ArgumentTypeError."""
+    if len(text) > MAX_EXTRA_BODY_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"must be a JSON object of at most {MAX_EXTRA_BODY_CHARS} characters, got {len(text)}"
+        )
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_not_a_number)
+    except RecursionError:
+        raise argparse.ArgumentTypeError("must be a JSON object, got one nested too deep") from None
+    except ValueError as e:  # json.JSONDecodeError is one
+        raise argparse.ArgumentTypeError(f"must be a JSON object, e.g. '{{\"priority\": 1}}': {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object ({{...}}), got a JSON {type(value).__name__}")
+    try:  # what the requests are written with: an integer past 64 bits is JSON it cannot write
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as e:
+        raise argparse.ArgumentTypeError(f"cannot be sent: {e}") from None
+    return ExtraBody(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))

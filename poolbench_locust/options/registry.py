@@ -30,6 +30,7 @@ from poolbench_locust.options.parsers import (
     OptionError,
     counts,
     dataset,
+    extra_body,
     file_name,
     metrics_targets,
     non_negative,
@@ -161,6 +162,20 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "The input_type sent, for servers that ask what the inputs are for (NIM: query or passage; Cohere and "
             "vLLM /v2/embed: search_document, search_query, classification, clustering; Voyage: query, document).",
             label="Input type",
+        ),
+        Option(
+            "--extra-body",
+            extra_body,
+            None,
+            "A JSON object of the server's own fields, merged into every request body, e.g. "
+            "'{\"priority\": 1}' or '{\"use_activation\": false}' for vLLM. A field the class builds itself "
+            "(input, model...) is refused unless --extra-body-overrides is given.",
+            label="Extra request fields, JSON",
+        ),
+        flag(
+            "--extra-body-overrides",
+            "Let --extra-body replace fields the class builds itself (input, model, texts...).",
+            "Extra fields may replace the class's own",
         ),
         Option(
             "--endpoint-path", route, None, "Override the route of the User class (e.g. /v2/rerank).", label="Route"

@@ -18,7 +18,7 @@ from typing import Any
 
 from poolbench_locust.options.parsers import OptionError
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, Option
-from poolbench_locust.options.values import Slo, Span
+from poolbench_locust.options.values import ExtraBody, Slo, Span
 
 
 def _parsed(options: Any, opt: Option) -> Any:
@@ -45,6 +45,8 @@ class Settings:
     dimensions: int | None = None
     truncate: str | None = None
     input_type: str | None = None
+    extra_body: ExtraBody | None = None
+    extra_body_overrides: bool = False
     endpoint_path: str | None = None
     api_key: str | None = field(default=None, repr=False)  # a secret: never in a text
     api_key_from_env: bool = False
@@ -154,6 +156,10 @@ def _refused(s: Settings) -> Iterator[OptionError]:
     if s.dataset_column is not None and not s.dataset.startswith(("file:", "hf:")):
         yield OptionError(
             "--dataset-column", f"names a column of a file or Hugging Face dataset; --dataset is {s.dataset}"
+        )
+    if s.extra_body_overrides and s.extra_body is None:
+        yield OptionError(
+            "--extra-body-overrides", "lets --extra-body replace the class's own fields: give --extra-body"
         )
     if s.check_min_goodput is not None and s.slo is None:
         yield OptionError("--check-min-goodput", "goodput counts the requests that met --slo: give --slo too")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -52,3 +53,23 @@ class Slo:
 
 
 SLO_KEYS = tuple(f.name for f in fields(Slo))
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraBody:
+    """--extra-body: a JSON object kept as its canonical text (sorted keys, no spaces), so that Settings
+    stay hashable (they key the plans) and two spellings of one object are one value."""
+
+    text: str
+
+    def fields(self) -> dict[str, Any]:
+        """The object, a fresh dict each call: merged into request bodies, never shared by two."""
+        value = json.loads(self.text)
+        assert isinstance(value, dict)  # the parser let nothing else in
+        return value
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.fields())
+
+    def __str__(self) -> str:
+        return self.text

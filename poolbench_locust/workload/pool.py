@@ -8,13 +8,16 @@ is drawn from one `random.Random(--seed)`, so the same seed prepares the same re
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from poolbench_locust.endpoints.spec import Endpoint, Inputs
 from poolbench_locust.options import Settings
 from poolbench_locust.workload.datasets import Dataset
+from poolbench_locust.workload.request_fields import merged, request_fields
 from poolbench_locust.workload.tokens import TokenCounter
 
 
@@ -29,10 +32,13 @@ class PreparedRequest:
     """Embeddings or results a correct answer holds."""
 
 
-def prepare(endpoint: Endpoint, settings: Settings, inputs: Inputs, counter: TokenCounter) -> PreparedRequest:
+def prepare(
+    endpoint: Endpoint, settings: Settings, inputs: Inputs, counter: TokenCounter, fields: Mapping[str, Any]
+) -> PreparedRequest:
+    """One request; `fields` (request_fields.request_fields) merged into its body."""
     # orjson's bytes keep the whole buffer it wrote into (8 KiB for a 600-byte body): a pool of 10,000 such
     # bodies held 78 MiB (bench/dataset_memory.py). A copy of the body's own size holds 6 MiB.
-    body = bytes(memoryview(orjson.dumps(endpoint.body(inputs, settings))))
+    body = bytes(memoryview(orjson.dumps(merged(endpoint.body(inputs, settings), fields))))
     tokens = sum(counter.count(t) for t in inputs.texts)
     if endpoint.shape == "pairs":
         pairs = len(inputs.texts)
@@ -46,4 +52,5 @@ def request_pool(
     endpoint: Endpoint, settings: Settings, dataset: Dataset, counter: TokenCounter
 ) -> list[PreparedRequest]:
     rng = random.Random(settings.seed)
-    return [prepare(endpoint, settings, dataset.draw(rng), counter) for _ in range(dataset.size_hint())]
+    fields = request_fields(endpoint, settings)
+    return [prepare(endpoint, settings, dataset.draw(rng), counter, fields) for _ in range(dataset.size_hint())]

@@ -162,6 +162,8 @@ VLLM_UNSERVABLE = [
     ("EmbeddingsChatUser", [], "HTTP 400: As of transformers v4.44, default chat template is no longer allowed"),
     ("ClassifyUser", [], "ClassifyUser (POST /classify) failed: HTTP 404: Not Found"),
     ("EmbeddingsUser", ["--dimensions", "64"], "HTTP 400: Model 'minilm' does not support Matryoshka embeddings"),
+    # vLLM takes an input_type only where the model defines task instructions (docs/user-classes.md)
+    ("CohereEmbedUser", ["--input-type", "search_query"], "HTTP 400: Unsupported input_type 'search_query'"),
 ]
 
 
@@ -197,6 +199,22 @@ def test_input_len_is_exact_server_tokens_and_a_too_long_one_stops(vllm_server, 
     too_long = headless(vllm_server, "EmbeddingsUser", "--input-len", "300", "--count-tokens-with-server", tmp=tmp_path)
     assert too_long.code == 1
     assert "--input-len: 300 tokens do not fit the model's context of 256 tokens (max_model_len)" in too_long.log
+
+
+def test_truncate_end_cuts_what_vllm_refuses_without_it(vllm_server, tmp_path):
+    """Issue 30: 400 words are more than the model's 256 tokens: vLLM answers 400 to each such request,
+    unless --truncate end sends truncate_prompt_tokens -1 (as vLLM's own benchmark does), then it embeds
+    the first 256 tokens of each."""
+    refused = headless(vllm_server, "EmbeddingsUser", "--input-len", "400", tmp=tmp_path)
+    assert int(refused.stats["Request Count"]) > 0 and refused.stats["Failure Count"] == refused.stats["Request Count"]
+    assert any("maximum context length" in f["Error"] for f in refused.failures), refused.failures
+    (tmp_path / "cut").mkdir()
+    before = counters(vllm_server)
+    cut = headless(vllm_server, "EmbeddingsUser", "--input-len", "400", "--batch-size", "2", "--truncate", "end",
+                   tmp=tmp_path / "cut")  # fmt: skip
+    after = counters(vllm_server)
+    assert cut.code == 0 and cut.stats["Failure Count"] == "0", cut.log[-3000:]
+    assert after.tokens - before.tokens == int(cut.stats["Request Count"]) * 2 * 256
 
 
 @pytest.mark.parametrize("length", [3, 16, 64, 100, 128, 255])

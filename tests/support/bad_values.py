@@ -9,6 +9,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--endianness": ("middle", "must be one of native"),
     "--dimensions": ("0", "must be a whole number >= 1, got 0"),
     "--truncate": ("middle", "must be one of end"),
+    "--extra-body": ("[1, 2]", "must be a JSON object ({...}), got a JSON list"),
     "--batch-size": ("-2", "must be a whole number >= 1, got -2"),
     "--input-len": ("many", "must be a whole number >= 1, got 'many'"),
     "--input-len-range": ("4:x", "must be a whole number >= 1, got 'x'"),

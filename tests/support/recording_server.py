@@ -2,7 +2,7 @@
 
 Served in a process of its own (`python -m tests.support.hostile tests.support.recording_server:recording`), so
 that its clock and its answers owe nothing to the client's gevent hub. Each POST is answered with
-a valid answer of its endpoint (embeddings or rerank), after RECORDING_DELAY_MS; `GET /arrivals`
+a valid answer of its endpoint (embeddings or rerank, vLLM's or TEI's), after RECORDING_DELAY_MS; `GET /arrivals`
 answers every request seen so far: its arrival time (time.time() once its body was read), route
 and JSON body.
 """
@@ -24,7 +24,11 @@ arrivals: list[dict[str, Any]] = []
 
 
 def answer_for(route: str, doc: Any) -> bytes:
-    """A valid answer of the route to this request."""
+    """A valid answer of the route to this request (TEI's bare lists to a TEI body: `inputs`, `texts`)."""
+    if "texts" in doc:  # TEI's /rerank
+        return orjson.dumps([{"index": i, "score": 0.5} for i in range(len(doc["texts"]))])
+    if "inputs" in doc:  # TEI's /embed
+        return orjson.dumps([[0.5, 0.25]] * len(doc["inputs"]))
     if "rerank" in route:
         documents = doc.get("documents", [])
         results = [{"index": i, "relevance_score": 0.5} for i in range(len(documents))]
