@@ -14,7 +14,7 @@ import requests
 from poolbench_locust.servermetrics import flavors
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.parse import reading
-from poolbench_locust.servermetrics.report import server_rows
+from poolbench_locust.servermetrics.report import gauge_chart, server_rows
 from tests.support.locust_run import LOAD, csv_rows, run_locust
 
 # TEI 1.9.3's /metrics as its Rust exporter writes it (router/src/lib.rs, core/src/queue.rs): no `_total`,
@@ -47,6 +47,8 @@ def test_teis_running_is_empty_not_a_zero_read_from_a_metric_tei_never_had():
     assert row["Running"] is None and row["Running Max"] is None and row["Running Mean"] is None
     assert row["Waiting Max"] == 7.0 and row["Waiting"] == 2.0
     assert row["HTTP Latency Mean"] is None
+    chart = gauge_chart(view)  # the report's chart draws what TEI has: its queue, no line of zeros
+    assert chart.count("<polyline") == 1 and "running" not in chart
 
 
 def test_llamacpp_and_sglang_are_told_by_their_names():
