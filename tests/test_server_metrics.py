@@ -118,11 +118,14 @@ def test_negative_or_nan_counters_are_never_added():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("\x00\xff garbage {{{ \n", "no metrics of vLLM, TEI or an instrumented HTTP server"),
-        ("<html><title>404</title></html>", "no metrics of vLLM, TEI or an instrumented HTTP server"),
+        ("\x00\xff garbage {{{ \n", "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server"),
+        (
+            "<html><title>404</title></html>",
+            "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server",
+        ),
         ('vllm:prompt_tokens_total{engine="0" 5\n', "not Prometheus text"),
         ("vllm:prompt_tokens_total many\n", "not Prometheus text"),
-        ("some_other_metric 1\n", "no metrics of vLLM, TEI or an instrumented HTTP server"),
+        ("some_other_metric 1\n", "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server"),
         ("".join(f'vllm:num_requests_running{{e="{i}"}} 1\n' for i in range(25_000)), "more than 20000 series"),
     ],
 )

@@ -30,7 +30,7 @@ class MockServer:
         self.config = config or MockConfig()
         self.host = host
         self._stats = Stats()
-        self._metrics = Metrics(self.config.model)
+        self._metrics = Metrics(self.config.model, self.config.flavor)
         self._faults = faults.FaultDraw(self.config.faults, self.config.seed)
         # A pool (unbounded) lets stop() end the handlers of idle keep-alive connections too.
         self._server = StreamServer((host, port), self._connection, backlog=BACKLOG, spawn=Pool())
@@ -55,7 +55,8 @@ class MockServer:
 
     def reset(self) -> None:
         self._stats.reset()
-        self._metrics = Metrics(self.config.model)  # as a restarted server's: its counters start again
+        # as a restarted server's: its counters start again
+        self._metrics = Metrics(self.config.model, self.config.flavor)
 
     def _connection(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -94,7 +95,7 @@ class MockServer:
                 reply = self._reply(request, controls, fault, pooling)
         completed = False
         metrics = self._metrics
-        number = metrics.began(request.arrived, controls.ttfb_ms) if pooling else 0
+        number = metrics.began(request.arrived, controls.ttfb_ms, reply.sequences) if pooling else 0
         try:
             completed = send_reply(
                 sock,

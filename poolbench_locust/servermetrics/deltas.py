@@ -142,6 +142,14 @@ class ServerView:
         self.failures += 1
         self.last_error = message
 
+    def observe_nothing(self, at: float) -> None:
+        """A scrape that answered with no series yet (TEI before its first request): a base of zeros, so
+        that every series that appears later counts whole."""
+        self.scrapes += 1
+        if self.scrapes == 1:
+            self.started = at
+        self.last = at
+
     def observe(self, reading: Reading, at: float) -> None:
         first = self.scrapes == 0
         if self.flavor is not None and reading.flavor is not self.flavor:

