@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poolbench_locust.endpoints import infinity, tei, vllm
+from poolbench_locust.endpoints import infinity, kserve, ollama, tei, vllm
 from poolbench_locust.engine.user import EndpointUser
 
 
@@ -70,3 +70,15 @@ class TEIRerankUser(EndpointUser):
     """Hugging Face TEI `/rerank`."""
 
     endpoint = tei.TEI_RERANK
+
+
+class OllamaEmbedUser(EndpointUser):
+    """Ollama's native `/api/embed`: tokens from prompt_eval_count, its own durations beside the client's times."""
+
+    endpoint = ollama.OLLAMA_EMBED
+
+
+class KServeInferUser(EndpointUser):
+    """KServe v2 / Triton `/v2/models/{model}/infer`: the model's tensors from its metadata; JSON or binary tensors."""
+
+    endpoint = kserve.KSERVE_INFER

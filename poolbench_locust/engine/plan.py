@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from poolbench_locust.access import Access, access_for, warnings_given
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
@@ -51,6 +53,9 @@ class Plan:
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
     schedule: Schedule | None = None
     """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
+    endpoint: Endpoint | None = None
+    """The User class's endpoint as the server's answers at plan time settled it (Endpoint.settle):
+    what builds and reads this plan's requests. None: the class's own."""
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -72,6 +77,22 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
         value = getattr(settings, BY_FLAG[flag].dest)
         given = flag if value is True else f"{flag} {value}"
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) cannot honour {given}: {why}")
+    if not settings.model.strip():
+        if "{model}" in endpoint.route:
+            raise OptionError(
+                "--model", f"{user_class.__name__} ({endpoint.route}) names the model in its path: give --model"
+            )
+        if endpoint.model_required:
+            raise OptionError(
+                "--model", f"{user_class.__name__} ({endpoint.route}): the server needs a model: give --model"
+            )
+
+
+def route_of(endpoint: Endpoint, settings: Settings) -> str:
+    """The route requested: --endpoint-path, or the endpoint's with `{model}` made --model, URL-quoted."""
+    if settings.endpoint_path:
+        return settings.endpoint_path
+    return endpoint.route.replace("{model}", quote(settings.model.strip(), safe=""))
 
 
 _PLANS: Slot[dict[tuple[Any, ...], Plan]] = Slot("plans", dict)
@@ -94,8 +115,10 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
     if (plan := plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        route = settings.endpoint_path or endpoint.route
+        route = route_of(endpoint, settings)
         path = request_path(target, route)  # before anything is asked of the host
+        if endpoint.settle is not None:
+            endpoint = endpoint.settle(endpoint, settings, server_ask(target, access) if target else None)
         counter = counter_for(settings, target, access.api_key)
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
@@ -115,6 +138,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
             dims=settings.dimensions,
             schedule=getattr(dataset, "schedule", None),
+            endpoint=endpoint,
         )
         plans[key] = plan
     return plan
