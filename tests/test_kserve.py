@@ -128,9 +128,14 @@ TEXT_IN = {"name": "text", "datatype": "BYTES", "shape": [-1, 1]}
 @pytest.mark.parametrize(
     ("inputs", "outputs", "status", "expected"),
     [
-        ([TEXT_IN], [{"name": "a", "datatype": "FP32"}, {"name": "b", "datatype": "FP32"}], 200, "--infer-output:"),
+        (
+            [TEXT_IN],
+            [{"name": "a", "datatype": "FP32"}, {"name": "b", "datatype": "FP32"}],
+            200,
+            "--infer-output: KServeInferUser (",
+        ),
         ([{"name": "input_ids", "datatype": "INT64"}], [{"name": "e", "datatype": "FP32"}], 200, "--infer-input:"),
-        (None, None, 404, "--model: cannot learn the model's tensors"),
+        (None, None, 404, "--model: KServeInferUser (/v2/models/{model}/infer): cannot learn the model's tensors"),
     ],
     ids=["two-outputs", "no-text-input", "unknown-model"],
 )

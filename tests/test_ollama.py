@@ -15,7 +15,9 @@ import pytest
 import requests
 
 import poolbench_locust as pb
+from poolbench_locust.engine.plan import plan_for
 from tests.support.bad_then_good import assert_failed_then_ok, bad_then_good
+from tests.support.harness import options
 from tests.support.hostile import response
 from tests.support.locust_run import LOAD, run_locust
 
@@ -120,3 +122,10 @@ def test_a_zero_load_duration_left_out_is_no_failure():
 )
 def test_a_bad_ollama_answer_is_one_failed_request_with_its_message(fields, expected):
     assert_failed_then_ok(pb.OllamaEmbedUser, answer(**fields), answer(), expected, *MODEL)
+
+
+def test_ollamas_request_carries_the_model_the_inputs_and_the_dimensions():
+    plan = plan_for(pb.OllamaEmbedUser, options(*MODEL, "--dimensions", "96", "--batch-size", "2"))
+    body = orjson.loads(plan.requests[0].body)
+    assert body["model"] == "all-minilm" and body["dimensions"] == 96 and len(body["input"]) == 2
+    assert plan.path == "/api/embed"

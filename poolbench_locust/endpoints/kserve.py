@@ -249,7 +249,7 @@ def _settle(endpoint: Endpoint, settings: Settings, ask: ServerAsk | None) -> En
 
 
 def _unsettled(_: Any) -> ParsedAnswer:
-    raise AnswerError("KServe's endpoint was not bound to the model's tensors")  # never: the plan settles it
+    raise RuntimeError("KServe's endpoint was not bound to the model's tensors")  # a bug: every plan settles it
 
 
 KSERVE_INFER = Endpoint(

@@ -118,7 +118,11 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         route = route_of(endpoint, settings)
         path = request_path(target, route)  # before anything is asked of the host
         if endpoint.settle is not None:
-            endpoint = endpoint.settle(endpoint, settings, server_ask(target, access) if target else None)
+            try:
+                endpoint = endpoint.settle(endpoint, settings, server_ask(target, access) if target else None)
+            except OptionError as e:  # the endpoint's words, said of its User class as every start check is
+                why = str(e).removeprefix(f"{e.option}: ")
+                raise OptionError(e.option, f"{user_class.__name__} ({endpoint.route}): {why}") from None
         counter = counter_for(settings, target, access.api_key)
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}

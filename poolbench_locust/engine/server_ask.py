@@ -42,7 +42,7 @@ def server_ask(host: str, access: Access) -> ServerAsk:
             with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
                 data = response.read(ASK_ANSWER_LIMIT + 1)
         except urllib.error.HTTPError as e:
-            raise OSError(f"GET {shown_url(url)} answered HTTP {e.code}: {_error_text(e)}") from None
+            raise OSError(f"GET {shown_url(url)} answered HTTP {e.code}: {_error_text(e) or '(no message)'}") from None
         except (OSError, ValueError) as e:
             raise OSError(f"GET {shown_url(url)} failed: {getattr(e, 'reason', None) or e}") from None
         if len(data) > ASK_ANSWER_LIMIT:
@@ -60,6 +60,6 @@ def _error_text(error: urllib.error.HTTPError) -> str:
     try:
         doc = orjson.loads(error.read(4096))
     except (OSError, ValueError):
-        return "no error message"
+        return ""
     text = doc.get("error") if isinstance(doc, dict) else None
-    return text[:200] if isinstance(text, str) else "no error message"
+    return text[:200] if isinstance(text, str) else ""
