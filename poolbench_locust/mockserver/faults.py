@@ -27,7 +27,8 @@ These apply where the answer has the part they spoil, and elsewhere answer norma
 - no-metadata, garbled-metadata (header cut short), metadata-offsets (every `end` one byte too
   far): `bytes` answers of /v1/embeddings and /pooling only.
 - zero-vectors, nan-vectors (float JSON writes the bare `NaN` token, as Python's json does):
-  vector routes only (/v1/embeddings, /pooling, /v2/embed, /embeddings, /embed), every encoding.
+  vector routes only (/v1/embeddings, /pooling, /v2/embed, /embeddings, /embed, /api/embed,
+  /v2/models/{model}/infer), every encoding.
 """
 
 from __future__ import annotations
