@@ -21,7 +21,7 @@ import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import OptionError
 from tests.support.bad_then_good import assert_failed_then_ok, bad_then_good
-from tests.support.harness import options
+from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import HostileServer, response, serve_requests
 from tests.support.locust_run import LOAD, run_locust
 
@@ -262,3 +262,12 @@ def test_a_good_binary_answer_is_read_to_its_end_and_its_tensor_dropped():
 )
 def test_a_bad_binary_answer_is_one_failed_request_with_its_message(bad, expected):
     assert_failed_then_ok(pb.KServeInferUser, bad, binary_answer(), expected, *NAMED, *BYTES, "--check-vectors")
+
+
+def test_a_large_json_answer_read_lazily_is_checked_the_same(kserve_mock):
+    """Past 32 KiB a float answer is read by lazyjson, where every array of numbers (the shape too) is lazy."""
+    args = ("--model", "m", "--batch-size", "32", "--check-vectors", "--dimensions", "384")
+    run = Run(pb.KServeInferUser, kserve_mock.url, *args, mock_headers={"x-mock-dim": "384"})
+    event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert event["response_length"] > 32 * 1024 and event["context"]["sequences"] == 32

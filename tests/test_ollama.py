@@ -17,7 +17,7 @@ import requests
 import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from tests.support.bad_then_good import assert_failed_then_ok, bad_then_good
-from tests.support.harness import options
+from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import response
 from tests.support.locust_run import LOAD, run_locust
 
@@ -129,3 +129,12 @@ def test_ollamas_request_carries_the_model_the_inputs_and_the_dimensions():
     body = orjson.loads(plan.requests[0].body)
     assert body["model"] == "all-minilm" and body["dimensions"] == 96 and len(body["input"]) == 2
     assert plan.path == "/api/embed"
+
+
+def test_the_servers_durations_follow_the_delay_it_was_given(ollama_mock):
+    """The mock waits 30 ms before its headers and says so in its durations: they are shown as its own."""
+    event = Run(pb.OllamaEmbedUser, ollama_mock.url, *MODEL, "--batch-size", "2").one()
+    context = event["context"]
+    assert event["exception"] is None, failure_text(event)
+    assert context["server_total_ms"] == 30.0 and context["server_queue_ms"] == 30.0
+    assert context["ttfb_ms"] >= 30.0, "the client's time to the headers includes the server's wait"

@@ -70,8 +70,10 @@ def _body(tensors: Tensors, binary: bool) -> Callable[[Inputs, Settings], dict[s
 
 
 def _shape(value: Any, name: str) -> list[int]:
-    if not isinstance(value, list) or not 1 <= len(value) <= 8:
+    # a large answer is read by lazyjson: its shape, an array of numbers, comes as `Numbers`
+    if not isinstance(value, ARRAY) or not 1 <= len(value) <= 8:
         raise AnswerError(f"output {name!r} has no shape list")
+    value = list(value)
     for d in value:
         if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_ELEMENTS:
             raise AnswerError(f"output {name!r} has a shape that is not whole numbers")
