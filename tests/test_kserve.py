@@ -271,3 +271,21 @@ def test_a_large_json_answer_read_lazily_is_checked_the_same(kserve_mock):
     event = run.one()
     assert event["exception"] is None, failure_text(event)
     assert event["response_length"] > 32 * 1024 and event["context"]["sequences"] == 32
+
+
+def test_the_pattern_route_is_counted_and_faulted_as_a_pooling_route(mock_server_factory):
+    mock = mock_server_factory("--flavor", "kserve", "--dim", "8")
+    url = f"{mock.url}/v2/models/m/infer"
+    assert requests.post(url, json=infer_body(["a b", "c"]), timeout=T).status_code == 200
+    faulted = requests.post(url, json=infer_body(["a"]), headers={"x-mock-fault": "status-503"}, timeout=T)
+    assert faulted.status_code == 503
+    assert requests.get(f"{mock.url}/v2/models/m", timeout=T).status_code == 200, "metadata: a service route"
+    stats = mock.stats()
+    assert stats["routes"]["/v2/models/m/infer"] == {
+        "requests": 2,
+        "ok": 1,
+        "prompt_tokens": 3,
+        "sequences": 2,
+        "bytes_sent": stats["routes"]["/v2/models/m/infer"]["bytes_sent"],
+    }
+    assert stats["faults"] == {"status-503": 1} and "/v2/models/m" not in stats["routes"]
