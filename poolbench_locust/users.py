@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poolbench_locust.endpoints import infinity, nim, sglang, tei, vllm
+from poolbench_locust.endpoints import infinity, kserve, nim, ollama, sglang, tei, vllm
 from poolbench_locust.engine.user import EndpointUser
 
 
@@ -118,3 +118,15 @@ class InfinityClassifyUser(EndpointUser):
     """Infinity `/classify`: one list of label scores per input."""
 
     endpoint = infinity.INFINITY_CLASSIFY
+
+
+class OllamaEmbedUser(EndpointUser):
+    """Ollama's native `/api/embed`: tokens from prompt_eval_count, its own durations beside the client's times."""
+
+    endpoint = ollama.OLLAMA_EMBED
+
+
+class KServeInferUser(EndpointUser):
+    """KServe v2 / Triton `/v2/models/{model}/infer`: the model's tensors from its metadata; JSON or binary tensors."""
+
+    endpoint = kserve.KSERVE_INFER

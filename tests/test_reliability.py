@@ -392,6 +392,8 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
 FREE_TEXT = {
     "--model",
     "--input-type",
+    "--infer-input",
+    "--infer-output",
     "--api-key",
     "--tokenizer",
     "--ca-bundle",

@@ -172,7 +172,7 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
 
 FORM_FIELDS = [opt for opt in ALL_OPTIONS if opt.web_ui and not opt.is_flag]
 """The form's text fields; a flag's field is a checkbox, true or false, and has no bad value."""
-ANY_TEXT = {"--model", "--api-key", "--prometheus-host"}
+ANY_TEXT = {"--model", "--api-key", "--prometheus-host", "--infer-input", "--infer-output"}
 """Options whose every text is good (the key goes to the loopback mock: no --api-key-over-http needed;
 the Prometheus interface is bound at launch, the form's text only draws the warning that it stays)."""
 FORM_BAD_VALUES: dict[str, str] = {

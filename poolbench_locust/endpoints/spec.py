@@ -41,6 +41,9 @@ class ParsedAnswer:
     vectors: Sequence[Any] = ()
     """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
     vector checks; empty for answers that hold none (rerank, score, classify)."""
+    server_ms: Mapping[str, float] = field(default_factory=dict)
+    """The server's own timings the answer carries, in ms, by the request context's key (server_queue_ms,
+    server_inference_ms, ...), checked by the reader (`server_duration`): shown beside the client's."""
 
 
 class AnswerError(Exception):
@@ -108,9 +111,28 @@ NO_TOKENS = TokenPaths()
 """A route whose JSON holds no count (TEI: its count comes in the `x-compute-tokens` header)."""
 
 
+@dataclass(frozen=True, slots=True)
+class BinaryForm:
+    """A route's own binary answer to --encoding-format bytes, where it is not vLLM's (metadata header):
+    a JSON head whose length a response header gives, then raw tensors, streamed and dropped."""
+
+    head_bytes: Callable[[Any, Settings], int]
+    """(response headers, settings) -> bytes of the body's start to keep: the JSON head, and the first
+    vector's bytes for --check-vectors; raises AnswerError when the headers do not say."""
+    read: Callable[[Any, bytes, int, Settings], ParsedAnswer]
+    """(response headers, the kept head, the body's whole size, settings) -> the answer; AnswerError if bad."""
+
+
+ServerAsk = Callable[[str, float], Any]
+"""(path, timeout seconds) -> the JSON document the server answers to a GET of it; raises OSError or
+ValueError (with a message) when it cannot. The plan's, bounded in size and time, with its API key."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     route: str
+    """The path; `{model}` in it is --model, URL-quoted (KServe's /v2/models/{model}/infer): --model is
+    then required."""
     shape: Shape
     body: Callable[[Inputs, Settings], dict[str, Any] | list[Any]]
     answer: Callable[[Any], ParsedAnswer]
@@ -136,6 +158,14 @@ class Endpoint:
     input_type_required: Callable[[str], bool] | None = None
     """Whether the server refuses every request for this --model without an input_type (Cohere v3 and
     later): then a run without --input-type stops at start."""
+    model_required: bool = False
+    """The server refuses a request without a model (Ollama: 404 "model '' not found"): --model must be given."""
+    binary: BinaryForm | None = None
+    """How a bytes answer is read when the route has its own binary form (KServe's tensor extension)."""
+    settle: Callable[[Endpoint, Settings, ServerAsk | None], Endpoint] | None = None
+    """Asks the server, once when the plan is made, what this route's requests need (KServe: its tensors'
+    names) and returns the endpoint bound to it; the ask is None where there is no host yet (the start
+    checks before the bundled mock is up). Raises OptionError naming the option that would fix it."""
 
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""
@@ -175,6 +205,11 @@ MAX_TOKENS = 100_000_000
 server's garbage, and once summed into the stats it broke every worker's report to the master."""
 
 
+MAX_SERVER_MS = 86_400_000
+"""A server-side time above a day, in milliseconds, is not a measurement."""
+NS_PER_MS = 1_000_000
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value[:20])
@@ -202,6 +237,20 @@ def token_count(value: Any, where: str) -> int | None:
 def usage_tokens(doc: Any) -> int | None:
     """The count in OpenAI's usage (USAGE_TOKENS), for a reader that works its count out itself."""
     return USAGE_TOKENS.read(doc)
+
+
+def server_duration(value: Any, where: str) -> float | None:
+    """A server's own duration in nanoseconds (Go's time.Duration, as Ollama sends it), checked, in ms:
+    None when absent, else a whole number in 0..MAX_SERVER_MS ms; anything else raises AnswerError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AnswerError(f"{where} is not a whole number of nanoseconds: {_shown(value)}")
+    if value < 0:
+        raise AnswerError(f"{where} is negative")
+    if value > MAX_SERVER_MS * NS_PER_MS:
+        raise AnswerError(f"{where} is implausible: more than a day")
+    return value / NS_PER_MS
 
 
 def items_of(doc: Any, key: str) -> Sequence[Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from poolbench_locust import lazyjson
-from poolbench_locust.endpoints.spec import MAX_TOKENS, AnswerError, Endpoint, token_count
+from poolbench_locust.endpoints.spec import MAX_SERVER_MS, MAX_TOKENS, AnswerError, BinaryForm, Endpoint, token_count
 from poolbench_locust.engine import vectors
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.lazyjson import ARRAY, Numbers
@@ -45,8 +45,11 @@ LAZY_FROM_BYTES = 32 * 1024
 orjson's objects cost less than simdjson's proxies (bench/json_readers.py)."""
 
 
-def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings) -> int | None:
-    """Check a JSON answer; return the server's token count (or None)."""
+def check_json(
+    endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings, context: dict[str, Any] | None = None
+) -> int | None:
+    """Check a JSON answer; return the server's token count (or None). The server's own timings it
+    carries go into `context`."""
     data = body.data or b""
     lazy = endpoint.vectors and settings.encoding_format == "float" and len(data) >= LAZY_FROM_BYTES
     try:
@@ -67,6 +70,8 @@ def check_json(endpoint: Endpoint, body: Body, req: PreparedRequest, settings: S
             _check_numbers(answer.vectors)
     if settings.check_vectors and answer.vectors:
         _check_vector(answer.vectors[0], settings)
+    if context is not None and answer.server_ms:
+        context.update(answer.server_ms)
     return tokens  # nothing that reads the lazy document outlives this call
 
 
@@ -94,6 +99,21 @@ def _check_numbers(embeddings: Sequence[Any]) -> None:
                 if None in values:
                     raise BadResponse(f"embedding {i} {NULL_IN_VECTOR}")
                 raise BadResponse(f"embedding {i} is not a list of numbers")
+
+
+def check_binary_form(
+    form: BinaryForm, headers: Any, body: Body, req: PreparedRequest, settings: Settings
+) -> int | None:
+    """Check a route's own binary answer (its JSON head kept, its tensors counted); return its token count."""
+    try:
+        answer = form.read(headers, body.head, body.size, settings)
+    except AnswerError as e:
+        raise BadResponse(str(e)) from None
+    if settings.validate:
+        _expect_items(answer.items, req, "embeddings")
+    if settings.check_vectors and answer.vectors:
+        _check_vector(answer.vectors[0], settings)
+    return answer.prompt_tokens
 
 
 def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
@@ -230,8 +250,6 @@ def _check_raw_vector(head: bytes, dtype: Any, endianness: Any, settings: Settin
         raise BadResponse(why)
 
 
-MAX_SERVER_MS = 86_400_000
-"""A server-side time above a day, in milliseconds, is not a measurement."""
 _HEADER_DIGITS = 12
 
 

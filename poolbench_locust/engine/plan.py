@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from poolbench_locust.access import Access, access_for, warnings_given
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
@@ -33,6 +35,9 @@ class Plan:
     """What every user of one User class shares under one set of options."""
 
     settings: Settings
+    endpoint: Endpoint
+    """The User class's endpoint, as the server's answers at plan time settled it (Endpoint.settle):
+    what builds and reads this plan's requests."""
     route: str
     """The route of the User class (or --endpoint-path): the server's own name for it."""
     path: str
@@ -75,6 +80,22 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
     if (refused := request_fields.refused(endpoint, settings)) is not None:
         flag, why = refused
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) {why}")
+    if not settings.model.strip():
+        if "{model}" in endpoint.route:
+            raise OptionError(
+                "--model", f"{user_class.__name__} ({endpoint.route}) names the model in its path: give --model"
+            )
+        if endpoint.model_required:
+            raise OptionError(
+                "--model", f"{user_class.__name__} ({endpoint.route}): the server needs a model: give --model"
+            )
+
+
+def route_of(endpoint: Endpoint, settings: Settings) -> str:
+    """The route requested: --endpoint-path, or the endpoint's with `{model}` made --model, URL-quoted."""
+    if settings.endpoint_path:
+        return settings.endpoint_path
+    return endpoint.route.replace("{model}", quote(settings.model.strip(), safe=""))
 
 
 _PLANS: Slot[dict[tuple[Any, ...], Plan]] = Slot("plans", dict)
@@ -97,8 +118,14 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
     if (plan := plans.get(key)) is None:
         check_settings(user_class, settings)
         endpoint = user_class.endpoint
-        route = settings.endpoint_path or endpoint.route
+        route = route_of(endpoint, settings)
         path = request_path(target, route)  # before anything is asked of the host
+        if endpoint.settle is not None:
+            try:
+                endpoint = endpoint.settle(endpoint, settings, server_ask(target, access) if target else None)
+            except OptionError as e:  # the endpoint's words, said of its User class as every start check is
+                why = str(e).removeprefix(f"{e.option}: ")
+                raise OptionError(e.option, f"{user_class.__name__} ({endpoint.route}): {why}") from None
         counter = counter_for(settings, target, access.api_key)
         accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
         headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
@@ -118,6 +145,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
             dims=settings.dimensions,
             schedule=getattr(dataset, "schedule", None),
+            endpoint=endpoint,
         )
         plans[key] = plan
     return plan

@@ -20,7 +20,7 @@ from locust import FastHttpUser, task
 from locust.event import EventHook
 from locust.exception import StopUser
 
-from poolbench_locust.endpoints.spec import Endpoint
+from poolbench_locust.endpoints.spec import AnswerError, Endpoint
 from poolbench_locust.engine import answer_checks, failure_messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
@@ -271,7 +271,7 @@ class EndpointUser(FastHttpUser):
                 body, tokens, source = self._binary(plan, resp, req)
             else:
                 body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = answer_checks.check_json(self.endpoint, body, req, settings)
+                tokens = answer_checks.check_json(plan.endpoint, body, req, settings, context)
                 source = "server"
             header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
@@ -280,7 +280,7 @@ class EndpointUser(FastHttpUser):
             tokens, source = header_tokens, "server"
         elif tokens is None:  # a valid answer without a count: the client's own count, said once per route
             if settings.require_server_tokens:
-                return body.wire_bytes, answer_checks.missing_tokens(self.endpoint, settings)
+                return body.wire_bytes, answer_checks.missing_tokens(plan.endpoint, settings)
             tokens, source = req.client_tokens, plan.client_token_source
             self._said_uncounted(plan)
         context["input_tokens"] = tokens
@@ -298,7 +298,7 @@ class EndpointUser(FastHttpUser):
                 "%s (%s): the server's answers carry no token count (looked for %s); their tokens are the "
                 "client's own count (%s); --require-server-tokens makes such an answer a failed request",
                 *key,
-                answer_checks.looked_for(self.endpoint, plan.settings),
+                answer_checks.looked_for(plan.endpoint, plan.settings),
                 plan.client_token_source,
             )
 
@@ -309,6 +309,13 @@ class EndpointUser(FastHttpUser):
 
     def _binary(self, plan: Plan, resp: Any, req: PreparedRequest) -> tuple[Body, int | None, str]:
         settings = plan.settings
+        if (form := plan.endpoint.binary) is not None:  # the route's own binary form
+            try:
+                head = form.head_bytes(resp.headers, settings)
+            except AnswerError as e:  # still a whole request: its time and bytes include the body
+                raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
+            body = self._read(resp, keep=False, head=head)
+            return body, answer_checks.check_binary_form(form, resp.headers, body, req, settings), "server"
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
             try:

@@ -21,12 +21,14 @@ Every pooling route (all encodings) takes these:
 
 These apply where the answer has the part they spoil, and elsewhere answer normally:
 - garbled-json: a 200 JSON body cut short and ended with non-JSON text (not bytes/bytes_only).
-- missing-usage: JSON without `usage` (Cohere forms: without the `meta` token figures); bytes:
+- missing-usage: JSON without `usage` (Cohere forms: without the `meta` token figures; Ollama: without
+  `prompt_eval_count`); bytes:
   metadata without `usage`; TEI: no `x-compute-tokens` header (bytes_only: normal).
 - no-metadata, garbled-metadata (header cut short), metadata-offsets (every `end` one byte too
   far): `bytes` answers of /v1/embeddings and /pooling only.
 - zero-vectors, nan-vectors (float JSON writes the bare `NaN` token, as Python's json does):
-  vector routes only (/v1/embeddings, /pooling, /v2/embed, /embeddings, /embed), every encoding.
+  vector routes only (/v1/embeddings, /pooling, /v2/embed, /embeddings, /embed, /api/embed,
+  /v2/models/{model}/infer), every encoding.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def strip_usage(doc: Any) -> None:
     """missing-usage: remove every token figure the answer document carries."""
     if isinstance(doc, dict):
         doc.pop("usage", None)
+        doc.pop("prompt_eval_count", None)  # Ollama's
         meta = doc.get("meta")
         if isinstance(meta, dict):
             meta.pop("billed_units", None)

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import re
 import time
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from poolbench_locust.mockserver import faults, vectors
-from poolbench_locust.mockserver.config import Controls, MockConfig
+from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, vectors
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler
+from poolbench_locust.mockserver.calls import dim as _dim
+from poolbench_locust.mockserver.calls import kept as _kept
+from poolbench_locust.mockserver.calls import kind as _kind
+from poolbench_locust.mockserver.calls import model as _model
+from poolbench_locust.mockserver.calls import required as _required
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
@@ -36,7 +41,6 @@ from poolbench_locust.wire import (
 )
 
 MAX_MODEL_LEN = 8192
-MAX_DIM = 1 << 20
 MAX_ANSWER = 1 << 30
 """Bytes of vectors one answer may hold: a typo in a batch size must not take the machine's memory."""
 LABELS = ("LABEL_0", "LABEL_1")
@@ -45,32 +49,6 @@ TEI_MAX_CLIENT_BATCH_SIZE = 32
 TEI_MAX_BATCH_TOKENS = 16384
 
 
-class BadRequest(Exception):
-    """The request is not one the real server would accept: answered 400 with vLLM's error JSON."""
-
-
-@dataclass(slots=True)
-class Call:
-    body: Any
-    controls: Controls
-    config: MockConfig
-    fault: str | None = None
-
-
-@dataclass(slots=True)
-class AnswerDraft:
-    """What a handler answers, before `render` serialises it and applies the content faults into a `Reply`."""
-
-    doc: Any = None
-    raw: bytes | None = None
-    """The body of a bytes/bytes_only answer (then `doc` is unused)."""
-    metadata: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    tokens: int = 0
-    sequences: int = 0
-
-
-Handler = Callable[[Call], "AnswerDraft | Reply"]
 _ids = itertools.count(1)
 
 
@@ -80,19 +58,6 @@ def _id(prefix: str) -> str:
 
 def _usage(tokens: int) -> dict[str, int]:
     return {"prompt_tokens": tokens, "total_tokens": tokens}
-
-
-def _required(call: Call, name: str) -> Any:
-    if name not in call.body:
-        raise BadRequest(f"Field required: {name!r}")
-    return call.body[name]
-
-
-def _model(call: Call) -> str:
-    model = call.body.get("model") or call.config.model
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string")
-    return model
 
 
 def _is_ids(value: Any) -> bool:
@@ -129,15 +94,6 @@ def _texts(value: Any, name: str) -> list[str]:
     return [_text(v, name) for v in value]
 
 
-def _dim(call: Call, name: str = "dimensions") -> int:
-    value = call.body.get(name)
-    if value is None:
-        return call.controls.dim
-    if type(value) is not int or not 1 <= value <= MAX_DIM:
-        raise BadRequest(f"{name!r} must be an integer in 1..{MAX_DIM}")
-    return value
-
-
 def _vllm_refused_fields(call: Call) -> None:
     """What vLLM 0.34 refuses in any /v1/embeddings, /pooling or /classify body."""
     if call.controls.flavor == "vllm" and "normalize" in call.body:
@@ -169,14 +125,6 @@ def _vllm_tokens(call: Call, counts: list[int]) -> int:
         )
     limit = MAX_MODEL_LEN if cut == -1 else cut
     return sum(min(n, limit) for n in counts)
-
-
-def _kind(call: Call) -> vectors.Kind:
-    return "zero" if call.fault == "zero-vectors" else "nan" if call.fault == "nan-vectors" else "values"
-
-
-def _kept(call: Call, items: list[Any]) -> list[Any]:
-    return items[:-1] if call.fault == "fewer-embeddings" else items
 
 
 def _chars(prompt: Any) -> int:
@@ -651,8 +599,13 @@ POOLING: Mapping[str, Handler] = {
     "/embed_all": tei_embed_all,
     "/similarity": tei_similarity,
     "/v1/ranking": nim_ranking,
+    "/api/embed": ollama_routes.embed,
 }
 """Routes that are counted in the stats and take faults; all POST with a JSON object body."""
+
+POOLING_PATTERNS: tuple[tuple[re.Pattern[str], Handler], ...] = (*kserve_routes.POOLING_PATTERNS,)
+"""Pooling routes whose path names something (KServe's /v2/models/{model}/infer): its named groups are the
+call's `params`."""
 
 SERVICE: Mapping[tuple[str, str], Handler] = {
     ("POST", "/tokenize"): tokenize,
@@ -661,6 +614,33 @@ SERVICE: Mapping[tuple[str, str], Handler] = {
     ("GET", "/v1/models"): models,
     ("GET", "/models"): models,
 }
+
+
+SERVICE_PATTERNS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (*kserve_routes.SERVICE_PATTERNS,)
+
+
+def pooling_route(path: str) -> tuple[Handler, dict[str, str]] | None:
+    """The handler of a pooling route and the parts its path names, or None: not a pooling route."""
+    if (handler := POOLING.get(path)) is not None:
+        return handler, {}
+    for pattern, handler in POOLING_PATTERNS:
+        if (match := pattern.fullmatch(path)) is not None:
+            return handler, match.groupdict()
+    return None
+
+
+def service_route(method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+    if (handler := SERVICE.get((method, path))) is not None:
+        return handler, {}
+    for verb, pattern, handler in SERVICE_PATTERNS:
+        if verb == method and (match := pattern.fullmatch(path)) is not None:
+            return handler, match.groupdict()
+    return None
+
+
+def served_path(path: str) -> bool:
+    """Whether some method of a service route answers `path` (another method is then 405, not 404)."""
+    return any(p == path for _, p in SERVICE) or any(pattern.fullmatch(path) for _, pattern, _ in SERVICE_PATTERNS)
 
 
 def render(answer: AnswerDraft | Reply, call: Call, accepts_gzip: bool) -> Reply:

@@ -76,7 +76,8 @@ class MockServer:
     def _serve(self, sock: socket.socket, request: Request) -> bool:
         """Answer one request; True if the connection can take the next one."""
         path, controls, fault = request.path, _IMMEDIATE, None
-        pooling = path in routes.POOLING
+        route = routes.pooling_route(path)
+        pooling = route is not None
         if path.startswith("/mock/"):
             reply = self._control(request)  # never delayed, faulted or counted
         elif (request.method, path) == ("GET", "/metrics"):
@@ -92,7 +93,7 @@ class MockServer:
                 fault = (controls.fault or self._faults.draw()) if pooling else None
                 if fault is not None:
                     self._stats.faulted(fault)
-                reply = self._reply(request, controls, fault, pooling)
+                reply = self._reply(request, controls, fault, route)
         completed = False
         metrics = self._metrics
         number = metrics.began(request.arrived, controls.ttfb_ms, reply.sequences) if pooling else 0
@@ -127,14 +128,22 @@ class MockServer:
             self._stats.served(path, reply.tokens, reply.sequences, len(reply.body))
         return completed and request.keep_alive
 
-    def _reply(self, request: Request, controls: Controls, fault: str | None, pooling: bool) -> Reply:
+    def _reply(
+        self,
+        request: Request,
+        controls: Controls,
+        fault: str | None,
+        route: tuple[routes.Handler, dict[str, str]] | None,
+    ) -> Reply:
         if (injected := faults.error_answer(fault)) is not None:
             return injected
-        handler = routes.POOLING.get(request.path) if pooling else routes.SERVICE.get((request.method, request.path))
-        if handler is None:
-            if any(path == request.path for _, path in routes.SERVICE):
+        pooling = route is not None
+        found = route if pooling else routes.service_route(request.method, request.path)
+        if found is None:
+            if routes.served_path(request.path):
                 return error_reply(405, f"Method Not Allowed: {request.method} {request.path}", "MethodNotAllowed")
             return error_reply(404, f"Not Found: {request.path}", "NotFoundError")
+        handler, params = found
         if pooling and request.method != "POST":
             return error_reply(405, f"Method Not Allowed: {request.method} {request.path}", "MethodNotAllowed")
         try:
@@ -144,7 +153,7 @@ class MockServer:
         try:
             if not isinstance(body, dict):
                 raise routes.BadRequest("the request body must be a JSON object")
-            call = routes.Call(body, controls, self.config, fault)
+            call = routes.Call(body, controls, self.config, fault, params)
             return routes.render(handler(call), call, request.accepts_gzip())
         except routes.BadRequest as e:
             return error_reply(400, str(e), "BadRequestError")

@@ -181,6 +181,22 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--endpoint-path", route, None, "Override the route of the User class (e.g. /v2/rerank).", label="Route"
         ),
         Option(
+            "--infer-input",
+            str,
+            None,
+            "KServe/Triton: the name of the model's input tensor that takes the texts (default: its one BYTES "
+            "input, from GET /v2/models/{model} at start).",
+            label="Inference input tensor",
+        ),
+        Option(
+            "--infer-output",
+            str,
+            None,
+            "KServe/Triton: the name of the model's output tensor that holds the embeddings (default: its one "
+            "FP32 output, from GET /v2/models/{model} at start).",
+            label="Inference output tensor",
+        ),
+        Option(
             "--api-key",
             str,
             None,

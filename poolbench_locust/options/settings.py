@@ -48,6 +48,8 @@ class Settings:
     extra_body: ExtraBody | None = None
     extra_body_overrides: bool = False
     endpoint_path: str | None = None
+    infer_input: str | None = None
+    infer_output: str | None = None
     api_key: str | None = field(default=None, repr=False)  # a secret: never in a text
     api_key_from_env: bool = False
     api_key_over_http: bool = False

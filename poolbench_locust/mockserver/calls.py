@@ -1,0 +1,75 @@
+"""One call of a mock route, and what its handler answers: shared by every family's routes
+(routes.py and the families' own modules, ollama_routes.py, kserve_routes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from poolbench_locust.mockserver import vectors
+from poolbench_locust.mockserver.config import Controls, MockConfig
+from poolbench_locust.mockserver.reply import Reply
+
+MAX_DIM = 1 << 20
+
+
+class BadRequest(Exception):
+    """The request is not one the real server would accept: answered 400 with vLLM's error JSON."""
+
+
+@dataclass(slots=True)
+class Call:
+    body: Any
+    controls: Controls
+    config: MockConfig
+    fault: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
+    """The parts of the path a pattern route names (KServe's model in /v2/models/{model}/infer)."""
+
+
+@dataclass(slots=True)
+class AnswerDraft:
+    """What a handler answers, before `render` serialises it and applies the content faults into a `Reply`."""
+
+    doc: Any = None
+    raw: bytes | None = None
+    """The body of a bytes/bytes_only answer (then `doc` is unused)."""
+    metadata: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    tokens: int = 0
+    sequences: int = 0
+
+
+Handler = Callable[[Call], "AnswerDraft | Reply"]
+
+
+def required(call: Call, name: str) -> Any:
+    if name not in call.body:
+        raise BadRequest(f"Field required: {name!r}")
+    return call.body[name]
+
+
+def model(call: Call) -> str:
+    value = call.body.get("model") or call.config.model
+    if not isinstance(value, str):
+        raise BadRequest("'model' must be a string")
+    return value
+
+
+def dim(call: Call, name: str = "dimensions") -> int:
+    value = call.body.get(name)
+    if value is None:
+        return call.controls.dim
+    if type(value) is not int or not 1 <= value <= MAX_DIM:
+        raise BadRequest(f"{name!r} must be an integer in 1..{MAX_DIM}")
+    return value
+
+
+def kind(call: Call) -> vectors.Kind:
+    return "zero" if call.fault == "zero-vectors" else "nan" if call.fault == "nan-vectors" else "values"
+
+
+def kept(call: Call, items: list[Any]) -> list[Any]:
+    """The items answered: one fewer under the fewer-embeddings fault."""
+    return items[:-1] if call.fault == "fewer-embeddings" else items
