@@ -20,6 +20,7 @@ import requests
 
 from poolbench_locust.mockserver import FAULTS
 from poolbench_locust.mockserver.__main__ import main
+from poolbench_locust.mockserver.routes import TEI_MAX_INPUT_LENGTH
 from poolbench_locust.wire import DTYPE_SIZES, count_words
 from tests.conftest import MockHandle
 
@@ -383,6 +384,15 @@ def test_tei_routes_refuse_a_batch_above_the_cap(server, path, body):
     resp = post(server, path, body)
     assert resp.status_code == 422 and resp.json()["error_type"] == "Validation"
     assert resp.json()["error"] == "batch size 33 > maximum allowed batch size 32"
+
+
+@pytest.mark.parametrize("path", ["/embed", "/embed_sparse", "/embed_all"])
+def test_tei_routes_refuse_an_input_above_max_input_length_only_when_told_not_to_truncate(server, path):
+    long = " ".join(["word"] * (TEI_MAX_INPUT_LENGTH + 1))
+    refused = post(server, path, {"inputs": ["a b", long], "truncate": False})
+    assert refused.status_code == 422 and refused.json()["error_type"] == "Validation"
+    assert f"less than {TEI_MAX_INPUT_LENGTH} tokens. Given: {TEI_MAX_INPUT_LENGTH + 1}" in refused.json()["error"]
+    assert post(server, path, {"inputs": ["a b", long]}).status_code == 200, "TEI truncates unless told not to"
 
 
 def test_tei_embed_sparse_embed_all_and_similarity(server):

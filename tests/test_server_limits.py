@@ -10,7 +10,7 @@ import orjson
 import pytest
 import requests
 
-from poolbench_locust.mockserver.routes import MAX_MODEL_LEN, TEI_MAX_BATCH_TOKENS, TEI_MAX_CLIENT_BATCH_SIZE
+from poolbench_locust.mockserver.routes import MAX_MODEL_LEN, TEI_MAX_CLIENT_BATCH_SIZE, TEI_MAX_INPUT_LENGTH
 from poolbench_locust.serverlimits.tei_info import TeiLimits, read_info, tei_limits
 from poolbench_locust.serverlimits.vllm_models import max_model_len, read_models
 from tests.support.hostile import HostileServer, response, serve_requests
@@ -94,7 +94,7 @@ def test_info_gives_the_longest_input_tei_takes_and_whether_it_truncates():
     assert read_info(orjson.dumps(info)) == TeiLimits(32)  # garbled fields: unknown, never guessed
 
 
-LONG = str(TEI_MAX_BATCH_TOKENS + 600)
+LONG = str(TEI_MAX_INPUT_LENGTH + 600)
 
 
 def test_an_input_tei_would_refuse_stops_the_run_before_any_request(tei_mock, tmp_path):
@@ -113,8 +113,8 @@ def test_an_input_tei_would_refuse_stops_the_run_before_any_request(tei_mock, tm
     code, output, _ = run_and_find_leftovers(argv, grace=0)
     assert code == 1, output[-2000:]
     line = next(line for line in output.splitlines() if "--truncate: TEIEmbedUser" in line)
-    assert "the client's count" in line and f"above {TEI_MAX_BATCH_TOKENS} tokens" in line, line
-    assert "max_batch_tokens" in line and "--truncate none" in line
+    assert "the client's count" in line and f"above {TEI_MAX_INPUT_LENGTH} tokens" in line, line
+    assert "max_input_length" in line and "--truncate none" in line
     assert tei_mock.stats()["requests"] == 0, "nothing was sent: not even the preflight request"
 
 

@@ -47,6 +47,10 @@ LABELS = ("LABEL_0", "LABEL_1")
 TEI_MAX_CLIENT_BATCH_SIZE = 32
 """TEI's default --max-client-batch-size: a larger batch is refused with 422 "Validation" (TEI 1.9)."""
 TEI_MAX_BATCH_TOKENS = 16384
+TEI_MAX_INPUT_LENGTH = 512
+"""The longest input TEI's /info says it takes (a BERT-sized model's); a longer one is refused when the
+request asks TEI not to truncate (`truncate: false`); the mock's TEI truncates by default, as TEI does
+when started with --auto-truncate."""
 
 
 _ids = itertools.count(1)
@@ -449,9 +453,23 @@ def _tei_batch_refused(inputs: int) -> Reply | None:
     return Reply(422, orjson.dumps({"error": error, "error_type": "Validation"}))
 
 
+def _tei_refused(call: Call, prompts: list[Any]) -> Reply | None:
+    """TEI's answer to a batch above its cap, or to an input above max_input_length that it was asked
+    not to truncate (router/src/infer.rs's validation), or None."""
+    if (refused := _tei_batch_refused(len(prompts))) is not None:
+        return refused
+    if call.body.get("truncate") is not False:
+        return None
+    longest = max((count_prompt(p) for p in prompts), default=0)
+    if longest <= TEI_MAX_INPUT_LENGTH:
+        return None
+    error = f"`inputs` must have less than {TEI_MAX_INPUT_LENGTH} tokens. Given: {longest}"
+    return Reply(422, orjson.dumps({"error": error, "error_type": "Validation"}))
+
+
 def tei_embed(call: Call) -> AnswerDraft | Reply:
     prompts = _prompts(_required(call, "inputs"), "inputs")
-    if (refused := _tei_batch_refused(len(prompts))) is not None:
+    if (refused := _tei_refused(call, prompts)) is not None:
         return refused
     tokens = count_prompts(prompts)
     fragment = orjson.Fragment(vectors.json_floats(_dim(call), _kind(call)))
@@ -494,7 +512,7 @@ SPARSE_ENTRIES = 8
 
 def tei_embed_sparse(call: Call) -> AnswerDraft | Reply:
     prompts = _prompts(_required(call, "inputs"), "inputs")
-    if (refused := _tei_batch_refused(len(prompts))) is not None:
+    if (refused := _tei_refused(call, prompts)) is not None:
         return refused
     tokens = count_prompts(prompts)
     doc = []
@@ -509,7 +527,7 @@ def tei_embed_sparse(call: Call) -> AnswerDraft | Reply:
 def tei_embed_all(call: Call) -> AnswerDraft | Reply:
     """One matrix per input: a row per token of it, all of the model's dimension."""
     prompts = _prompts(_required(call, "inputs"), "inputs")
-    if (refused := _tei_batch_refused(len(prompts))) is not None:
+    if (refused := _tei_refused(call, prompts)) is not None:
         return refused
     counts = [max(1, count_prompt(p)) for p in prompts]
     dim = _dim(call)
@@ -560,6 +578,7 @@ def info(call: Call) -> Reply:
     doc = {
         "model_id": call.config.model,
         "max_client_batch_size": TEI_MAX_CLIENT_BATCH_SIZE,
+        "max_input_length": TEI_MAX_INPUT_LENGTH,
         "max_batch_tokens": TEI_MAX_BATCH_TOKENS,
         "auto_truncate": True,
     }
