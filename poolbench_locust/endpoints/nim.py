@@ -13,6 +13,7 @@ from poolbench_locust.endpoints.spec import (
     ParsedAnswer,
     finite_number,
     model_field,
+    whole_index,
 )
 
 
@@ -24,9 +25,7 @@ def _ranking_answer(doc: Any) -> ParsedAnswer:
     for i, ranking in enumerate(rankings):
         if not isinstance(ranking, Mapping):
             raise AnswerError(f"ranking {i} is not an object")
-        index = ranking.get("index")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise AnswerError(f"ranking {i} index is not a whole number >= 0")
+        whole_index(ranking.get("index"), f"ranking {i} index")
         finite_number(ranking.get("logit"), f"ranking {i} logit")
     return ParsedAnswer(len(rankings), None)
 

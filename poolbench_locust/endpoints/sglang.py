@@ -16,6 +16,7 @@ from poolbench_locust.endpoints.spec import (
     TokenPaths,
     finite_number,
     model_field,
+    whole_index,
 )
 
 NO_TOKENIZE = "SGLang's /tokenize is not vLLM's; count with --tokenizer instead"
@@ -29,9 +30,7 @@ def _rerank_answer(doc: Any) -> ParsedAnswer:
         if not isinstance(result, Mapping):
             raise AnswerError(f"result {i} is not an object")
         finite_number(result.get("score"), f"result {i} score")
-        index = result.get("index")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise AnswerError(f"result {i} index is not a whole number >= 0")
+        whole_index(result.get("index"), f"result {i} index")
     return ParsedAnswer(len(doc))
 
 

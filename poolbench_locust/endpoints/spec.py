@@ -301,6 +301,13 @@ def finite_number(value: Any, where: str) -> float:
     return float(value)
 
 
+def whole_index(value: Any, where: str) -> int:
+    """An index the server sent (a result's, a sparse entry's), checked: a whole number >= 0, else AnswerError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AnswerError(f"{where} is not a whole number >= 0")
+    return value
+
+
 def label_scores(value: Any, where: str) -> None:
     """One input's `[{"score", "label"}]` list, as TEI's /predict and Infinity's /classify answer it."""
     if not isinstance(value, list) or not value:

@@ -6,7 +6,7 @@ the engine reads for every endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from poolbench_locust.endpoints.spec import (
@@ -14,12 +14,16 @@ from poolbench_locust.endpoints.spec import (
     TEI_TRUNCATION,
     AnswerError,
     Endpoint,
+    Inputs,
     ParsedAnswer,
+    Shape,
     dimensions_field,
     finite_number,
     label_scores,
+    whole_index,
 )
 from poolbench_locust.lazyjson import ARRAY
+from poolbench_locust.options import Settings
 
 CANNOT_SEND = {
     "--model": "TEI's request has no model: it serves the one it was started with; leave --model out",
@@ -41,27 +45,26 @@ def _bare_vectors(doc: Any) -> ParsedAnswer:
     return ParsedAnswer(len(doc), None, doc)
 
 
-TEI_EMBED = Endpoint(
-    route="/embed",
-    shape="texts",
-    server="tei",
-    body=lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
-    answer=_bare_vectors,
-    tokens=NO_TOKENS,
+def _tei(route: str, shape: Shape, body: Callable[[Inputs, Settings], Any], answer: Any, **declared: Any) -> Endpoint:
+    """A TEI route: its request has no model, its JSON no count (x-compute-tokens has it), and it takes
+    TEI's truncation fields, unless `declared` says otherwise."""
+    defaults: dict[str, Any] = {"tokens": NO_TOKENS, "cannot_send": CANNOT_SEND, "truncation": TEI_TRUNCATION}
+    return Endpoint(route=route, shape=shape, server="tei", body=body, answer=answer, **(defaults | declared))
+
+
+TEI_EMBED = _tei(
+    "/embed",
+    "texts",
+    lambda x, s: {"inputs": list(x.texts), **dimensions_field(s)},
+    _bare_vectors,
     vectors=True,
-    cannot_send=CANNOT_SEND,
-    truncation=TEI_TRUNCATION,
 )
 
-TEI_RERANK = Endpoint(
-    route="/rerank",
-    shape="pairs",
-    server="tei",
-    body=lambda x, s: {"query": x.query, "texts": list(x.texts)},
-    answer=_bare_list,
-    tokens=NO_TOKENS,
-    cannot_send=CANNOT_SEND,
-    truncation=TEI_TRUNCATION,
+TEI_RERANK = _tei(
+    "/rerank",
+    "pairs",
+    lambda x, s: {"query": x.query, "texts": list(x.texts)},
+    _bare_list,
 )
 
 
@@ -87,9 +90,7 @@ def _sparse_answer(doc: Any) -> ParsedAnswer:
         for j, entry in enumerate(entries):
             if not isinstance(entry, Mapping):
                 raise AnswerError(f"sparse embedding {i} entry {j} is not an object")
-            index = entry.get("index")
-            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                raise AnswerError(f"sparse embedding {i} entry {j} index is not a whole number >= 0")
+            whole_index(entry.get("index"), f"sparse embedding {i} entry {j} index")
             finite_number(entry.get("value"), f"sparse embedding {i} entry {j} value")
     return ParsedAnswer(len(doc), None)
 
@@ -122,48 +123,34 @@ def _similarity_answer(doc: Any) -> ParsedAnswer:
 
 
 # A batch is a list of one-text lists: a bare list of two strings would be one pair to classify.
-TEI_PREDICT = Endpoint(
-    route="/predict",
-    shape="texts",
-    server="tei",
-    body=lambda x, s: {"inputs": [[text] for text in x.texts]},
-    answer=_predict_answer,
-    tokens=NO_TOKENS,
-    cannot_send=CANNOT_SEND,
-    truncation=TEI_TRUNCATION,
+TEI_PREDICT = _tei(
+    "/predict",
+    "texts",
+    lambda x, s: {"inputs": [[text] for text in x.texts]},
+    _predict_answer,
 )
 
-TEI_EMBED_SPARSE = Endpoint(
-    route="/embed_sparse",
-    shape="texts",
-    server="tei",
-    body=lambda x, s: {"inputs": list(x.texts)},
-    answer=_sparse_answer,
-    tokens=NO_TOKENS,
-    cannot_send=CANNOT_SEND,
-    truncation=TEI_TRUNCATION,
+TEI_EMBED_SPARSE = _tei(
+    "/embed_sparse",
+    "texts",
+    lambda x, s: {"inputs": list(x.texts)},
+    _sparse_answer,
 )
 
-TEI_EMBED_ALL = Endpoint(
-    route="/embed_all",
-    shape="texts",
-    server="tei",
-    body=lambda x, s: {"inputs": list(x.texts)},
-    answer=_embed_all_answer,
-    tokens=NO_TOKENS,
+TEI_EMBED_ALL = _tei(
+    "/embed_all",
+    "texts",
+    lambda x, s: {"inputs": list(x.texts)},
+    _embed_all_answer,
     vectors=True,
     cannot_send={**CANNOT_SEND, "--dimensions": "TEI's /embed_all has no dimensions: it answers the model's own"},
-    truncation=TEI_TRUNCATION,
 )
 
-TEI_SIMILARITY = Endpoint(
-    route="/similarity",
-    shape="pairs",
-    server="tei",
-    body=lambda x, s: {"inputs": {"source_sentence": x.query, "sentences": list(x.texts)}},
-    answer=_similarity_answer,
-    tokens=NO_TOKENS,
-    cannot_send=CANNOT_SEND,
+TEI_SIMILARITY = _tei(
+    "/similarity",
+    "pairs",
+    lambda x, s: {"inputs": {"source_sentence": x.query, "sentences": list(x.texts)}},
+    _similarity_answer,
     # /similarity takes its truncation under "parameters" (router/src/http/types.rs, SimilarityParameters).
     truncation={name: {"parameters": dict(fields)} for name, fields in TEI_TRUNCATION.items()},
 )
