@@ -133,6 +133,7 @@ def test_infinity_counts_characters_and_the_gap_shows_it(mock_server, tmp_path):
     prefix = tmp_path / "inf"
     result = run_locust(
         "locustfiles/infinity.py",
+        "InfinityEmbeddingsUser",  # the one class of the file this vLLM-flavored mock answers as Infinity does
         *("--stop-timeout", "5", "--input-len", "5"),
         host=mock_server.url,
         users=2,
