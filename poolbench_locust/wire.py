@@ -22,6 +22,13 @@ DTYPE_SIZES: Final[Mapping[str, int]] = {
 }
 ENDIANNESS: Final = ("native", "big", "little")
 
+POOLING_TASKS: Final = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify")
+"""vLLM 0.34's /pooling `task` values a load can send (`plugin` takes another body; `score`/`encode` are refused)."""
+EMBEDDING_TYPES: Final = ("float", "int8", "uint8", "binary", "ubinary", "base64")
+"""Packed answer types: Cohere's `embedding_types`, Voyage's `output_dtype`, Infinity's `--embedding-dtype`.
+binary and ubinary pack 8 dimensions a byte (dimension / 8)."""
+IMAGE_FORMATS: Final = ("png", "jpeg")
+
 OCTET_STREAM: Final = "application/octet-stream"
 JSON: Final = "application/json"
 

@@ -9,6 +9,12 @@ from typing import Required, TypedDict
 class RequestContext(TypedDict, total=False):
     sequences: Required[int]
     """Inputs in the request (texts, pairs, documents)."""
+    request_bytes: int
+    """Bytes of the request body sent (an image workload is upload-heavy)."""
+    vectors: int
+    """Vectors (rows) the answer held where it is not one per sequence: token-level and multi-vector answers."""
+    image_tokens: int
+    """The server's count of image tokens, where its usage gives one (Cohere's billed_units.image_tokens)."""
     retried: bool
     """Resent once on a fresh connection after a stale keep-alive one failed."""
     ttfb_ms: float

@@ -90,6 +90,17 @@ def rates(text: str) -> tuple[float, ...]:
     return values
 
 
+MAX_IMAGE_SIDE = 8192
+
+
+def image_size(text: str) -> tuple[int, int]:
+    """WxH in pixels, each side 1..MAX_IMAGE_SIDE."""
+    width, sep, height = str(text).lower().partition("x")
+    if sep and width.isdigit() and height.isdigit() and 1 <= int(width) <= MAX_IMAGE_SIDE >= int(height) >= 1:
+        return int(width), int(height)
+    raise argparse.ArgumentTypeError(f"must be WIDTHxHEIGHT in pixels, each 1..{MAX_IMAGE_SIDE}, got {text!r}")
+
+
 def counts(text: str) -> tuple[int, ...]:
     one = whole(1)
     return tuple(one(v) for v in text.split(",") if v.strip()) or (one(text),)

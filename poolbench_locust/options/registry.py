@@ -32,6 +32,7 @@ from poolbench_locust.options.parsers import (
     dataset,
     extra_body,
     file_name,
+    image_size,
     metrics_targets,
     non_negative,
     one_of,
@@ -47,7 +48,7 @@ from poolbench_locust.options.parsers import (
     whole,
 )
 from poolbench_locust.options.values import SLO_KEYS
-from poolbench_locust.wire import DTYPE_SIZES, ENCODINGS, ENDIANNESS
+from poolbench_locust.wire import DTYPE_SIZES, EMBEDDING_TYPES, ENCODINGS, ENDIANNESS, IMAGE_FORMATS, POOLING_TASKS
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,31 @@ ALL_OPTIONS: tuple[Option, ...] = (
             None,
             "Ask for embeddings of this many dimensions (Matryoshka models).",
             label="Dimensions",
+        ),
+        Option(
+            "--pooling-task",
+            one_of(POOLING_TASKS),
+            None,
+            "The task sent to vLLM's /pooling (it must be the model's own): token_embed and token_classify answer "
+            "one row per input token, embed&token_classify both; each row count is checked against the input's "
+            "tokens. token_embed on EmbeddingsUser: a token-embed model's /v1/embeddings. Not given: none is sent.",
+            label="Pooling task",
+        ),
+        Option(
+            "--late-chunk-size",
+            whole(1),
+            None,
+            "vLLM token-embed models: late chunking, sent as late_chunking_params.chunk_size (tokens a chunk).",
+            label="Late chunking, tokens a chunk",
+        ),
+        Option(
+            "--embedding-type",
+            one_of(EMBEDDING_TYPES),
+            None,
+            "A packed embedding type: Cohere-style /v2/embed embedding_types, Voyage output_dtype; Infinity: the "
+            "--embedding-dtype the server was started with. binary and ubinary pack 8 dimensions a byte; every "
+            "answer is checked at that size. Not given: float.",
+            label="Embedding type",
         ),
         Option(
             "--truncate",
@@ -292,6 +318,18 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "LOW:HIGH: draw each random input's length uniformly (overrides N).",
             label="Input length range",
         ),
+        Option(
+            "--images",
+            whole(0),
+            0,
+            "Images per input (per request for a rerank or score query's documents), generated from --seed, all "
+            "distinct, sent as data URLs in the form the class's server takes.",
+            label="Images per input",
+        ),
+        Option(
+            "--image-size", image_size, "512x512", "Generated images' size, WIDTHxHEIGHT pixels.", label="Image size"
+        ),
+        Option("--image-format", one_of(IMAGE_FORMATS), "png", "Generated images' format.", label="Image format"),
         Option(
             "--documents",
             span(1),

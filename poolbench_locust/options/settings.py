@@ -43,6 +43,9 @@ class Settings:
     embed_dtype: str = "float32"
     endianness: str = "native"
     dimensions: int | None = None
+    pooling_task: str | None = None
+    late_chunk_size: int | None = None
+    embedding_type: str | None = None
     truncate: str | None = None
     input_type: str | None = None
     extra_body: ExtraBody | None = None
@@ -66,6 +69,9 @@ class Settings:
     batch_size: Span = _ONE
     input_len: Span = _128
     input_len_range: Span | None = None
+    images: int = 0
+    image_size: tuple[int, int] = (512, 512)
+    image_format: str = "png"
     documents: Span = _EIGHT
     dataset: str = "random"
     dataset_column: str | None = None
