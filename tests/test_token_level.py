@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+import requests
 from locust.env import Environment
 
 from poolbench_locust import users
@@ -290,3 +291,28 @@ def test_a_headless_token_embed_run_against_the_bundled_mock_has_no_failure(tmp_
     row = done.csv()["Aggregated"]
     assert int(row["Request Count"]) > 0 and row["Failure Count"] == "0", row
     assert math.isfinite(float(row["Average Response Time"]))
+
+
+def test_the_mock_refuses_what_vllm_refuses_of_a_token_embed_model(mock_server_factory):
+    url = mock_server_factory("--task", "token_embed").url
+
+    def post(path: str, body: dict[str, Any]) -> requests.Response:
+        return requests.post(url + path, json={"input": ["a b c", "d"], **body}, timeout=10)
+
+    rows = post("/v1/embeddings", {}).json()["data"]
+    assert [len(item["embedding"]) for item in rows] == [3, 1], "one row per word of each input"
+    refused = {
+        "/v1/embeddings": [({"encoding_format": "base64"}, "encoding_format must be 'float'"), ({"dimensions": 8}, "")],
+        "/pooling": [
+            ({"task": "embed"}, "Unsupported task: 'embed'"),
+            ({"task": "embed&token_classify"}, "only available through an IO processor plugin"),
+            ({"task": "encode"}, "`encode` task was removed"),
+            ({"task": "token_embed", "late_chunking_params": {"chunk_size": 0}}, "chunk_size must be a positive"),
+        ],
+    }
+    for path, cases in refused.items():
+        for body, words in cases:
+            answer = post(path, body)
+            assert answer.status_code == 400 and words in answer.json()["error"]["message"], (path, body, answer.text)
+    chunks = post("/pooling", {"task": "token_embed", "late_chunking_params": {"chunk_size": 2}}).json()["data"]
+    assert [len(item["data"]) for item in chunks] == [2, 1]
