@@ -316,3 +316,14 @@ def test_the_mock_refuses_what_vllm_refuses_of_a_token_embed_model(mock_server_f
             assert answer.status_code == 400 and words in answer.json()["error"]["message"], (path, body, answer.text)
     chunks = post("/pooling", {"task": "token_embed", "late_chunking_params": {"chunk_size": 2}}).json()["data"]
     assert [len(item["data"]) for item in chunks] == [2, 1]
+
+
+def test_a_matrix_where_one_vector_was_expected_is_one_failure_naming_the_task(mock_server_factory):
+    """A token-level model asked without --pooling-task answers matrices: once taken for a speed-up."""
+    url = mock_server_factory("--task", "token_embed").url
+    for user_class in (users.PoolingUser, users.EmbeddingsUser):
+        event = Run(user_class, url, "--batch-size", "2").one()
+        assert failure_text(event) == (
+            "embedding 0 is a matrix of token rows, not one vector: the model is a token-level one (give "
+            "--pooling-task token_embed or token_classify to count its rows)"
+        )

@@ -169,10 +169,12 @@ def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
             continue
         if not isinstance(vector, ARRAY):
             raise BadResponse(f"embedding {i} is not a list of numbers")
-        # /pooling may nest; an array of Numbers starts with a number, and its first value is not built
-        row = vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector
-        if dims is not None and len(row) != dims:
-            raise BadResponse(f"embedding {i} has {len(row)} dimensions, expected {dims}")
+        # A matrix is a token-level model's answer, which only --pooling-task counts row by row (token_rows.py);
+        # an array of Numbers starts with a number, and its first value is not built
+        if type(vector) is list and vector and isinstance(vector[0], ARRAY):
+            raise BadResponse(f"embedding {i} {token_rows.TOKEN_MATRIX}")
+        if dims is not None and len(vector) != dims:
+            raise BadResponse(f"embedding {i} has {len(vector)} dimensions, expected {dims}")
 
 
 def _base64_dims(vector: str, width: int) -> str:

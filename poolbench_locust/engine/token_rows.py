@@ -20,6 +20,12 @@ from typing import Any
 from poolbench_locust.engine.body import BadResponse
 from poolbench_locust.lazyjson import ARRAY
 
+TOKEN_MATRIX = (
+    "is a matrix of token rows, not one vector: the model is a token-level one (give --pooling-task token_embed "
+    "or token_classify to count its rows)"
+)
+"""Said of a float answer's matrix where one vector per input was expected: the serving bug once taken for a
+speed-up (WIRE.md), or a token-level model asked without --pooling-task."""
 MAX_DROPPED = 2
 """Rows a pooler may leave out of each input's answer: its BOS and EOS tokens' (vLLM's BOSEOSFilter)."""
 
