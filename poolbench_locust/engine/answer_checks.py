@@ -99,6 +99,15 @@ def _token_rows(
     return rows.judge_rows(counts, width, tokens, SERVER_USAGE, req.input_tokens)
 
 
+def token_row_head(rows: TokenRows, settings: Settings) -> int:
+    """Bytes of a token-level bytes_only body to keep for --check-vectors: its first row, once the hidden
+    size is known; before, the first VECTOR_HEAD_LIMIT bytes."""
+    if rows.shapes is not None and len({hidden for _, hidden in rows.shapes}) == 1:
+        ((_, hidden), *_) = rows.shapes
+        return min(hidden * DTYPE_SIZES[settings.embed_dtype], VECTOR_HEAD_LIMIT)
+    return VECTOR_HEAD_LIMIT
+
+
 def check_token_bytes_only(rows: TokenRows, body: Body, req: PreparedRequest, settings: Settings) -> int | None:
     """A token-level bytes_only body: Σ tokens x hidden x width bytes, against this request's own exact
     counts (the hidden size learned from the answers); return Σ rows, or None where no count is exact."""
@@ -107,8 +116,8 @@ def check_token_bytes_only(rows: TokenRows, body: Body, req: PreparedRequest, se
     width = DTYPE_SIZES[settings.embed_dtype]
     inputs = req.expected_items
     counted = rows.judge_size("bytes_only body", (body.size,), inputs, width, None, "", req.input_tokens)
-    if settings.check_vectors and rows.shapes is not None and len(rows.shapes) == 1:
-        ((_, hidden),) = rows.shapes  # the first row is the body's start
+    if settings.check_vectors and rows.shapes is not None and len({h for _, h in rows.shapes}) == 1:
+        ((_, hidden), *_) = rows.shapes  # the first row is the body's start
         _check_raw_vector(body.head[: hidden * width], settings.embed_dtype, settings.endianness, settings)
     return counted
 

@@ -336,7 +336,8 @@ class EndpointUser(FastHttpUser):
             checked = answer_checks.check_bytes(meta, body, req, settings, plan.token_rows, context)
             return body, checked, "metadata"
         if (rows := plan.token_rows) is not None:  # Σ tokens x hidden x width: a size of its own each request
-            body = self._read(resp, keep=False, head=answer_checks.VECTOR_HEAD_LIMIT if settings.check_vectors else 0)
+            head = answer_checks.token_row_head(rows, settings) if settings.check_vectors else 0
+            body = self._read(resp, keep=False, head=head)
             if (counted := answer_checks.check_token_bytes_only(rows, body, req, settings)) is not None:
                 context["vectors"] = counted
             return body, req.client_tokens, plan.client_token_source
