@@ -11,6 +11,8 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import probed
+from poolbench_locust.options import OptionError
+from poolbench_locust.options.settings import settings_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -25,7 +27,12 @@ def start_embedded_mock(environment: Environment) -> None:
     from poolbench_locust.mockserver import MockConfig, MockServer
 
     flavors = {u.endpoint.server for u in endpoint_users(environment)}
+    try:  # a token_embed model's /v1/embeddings answers token rows: the mock's model must be one
+        task = "token_embed" if settings_of(environment).pooling_task == "token_embed" else None
+    except OptionError:  # the start checks say so, once
+        task = None
     config = MockConfig(
+        task=task,
         flavor=flavors.pop() if len(flavors) == 1 else "vllm",
         ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
         body_ms=EMBEDDED_MOCK_BODY_MS,

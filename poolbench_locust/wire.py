@@ -24,6 +24,13 @@ ENDIANNESS: Final = ("native", "big", "little")
 
 POOLING_TASKS: Final = ("embed", "classify", "token_embed", "token_classify", "embed&token_classify")
 """vLLM 0.34's /pooling `task` values a load can send (`plugin` takes another body; `score`/`encode` are refused)."""
+TOKEN_POOLING_TASKS: Final = ("token_embed", "token_classify")
+"""The tasks whose answer holds one row per input token (a matrix per input), not one vector."""
+EMBED_AND_TOKEN_CLASSIFY_REFUSED: Final = (
+    "The 'embed&token_classify' pooling task is only available through an IO processor plugin. Send a plugin "
+    "request with a 'data' field, or select a concrete task with --pooler-config.task."
+)
+"""vLLM's 400 to a /pooling request of task embed&token_classify (BGE-M3's combined task) without its plugin."""
 EMBEDDING_TYPES: Final = ("float", "int8", "uint8", "binary", "ubinary", "base64")
 """Packed answer types: Cohere's `embedding_types`, Voyage's `output_dtype`, Infinity's `--embedding-dtype`.
 binary and ubinary pack 8 dimensions a byte (dimension / 8)."""

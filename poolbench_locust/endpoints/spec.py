@@ -146,6 +146,14 @@ class Endpoint:
     """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
+    pooling_tasks: frozenset[str] = frozenset()
+    """The --pooling-task values this route sends (vLLM's /pooling `task`; a token-embed model's
+    /v1/embeddings); empty: --pooling-task stops the run at start."""
+    token_encodings: frozenset[str] = frozenset()
+    """The --encoding-format values a token-level answer of this route comes in (a token_embed model's
+    /v1/embeddings: float only)."""
+    token_rows: bool = False
+    """Every answer is token-level, one row per input token (TEI's /embed_all), whatever --pooling-task says."""
     cannot_send: Mapping[str, str] = field(default_factory=dict)
     """Options this route cannot honour, flag -> why: given a value other than its default, one
     stops the run at start, instead of a run that measures something else than was asked."""

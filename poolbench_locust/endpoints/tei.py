@@ -143,6 +143,7 @@ TEI_EMBED_ALL = _tei(
     lambda x, s: {"inputs": list(x.texts)},
     _embed_all_answer,
     vectors=True,
+    token_rows=True,
     cannot_send={**CANNOT_SEND, "--dimensions": "TEI's /embed_all has no dimensions: it answers the model's own"},
 )
 

@@ -47,7 +47,19 @@ document). vLLM's /v1/embeddings ignores it."""
 
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
     """The body /v1/embeddings and /pooling share."""
-    return {**model_field(settings), "input": list(inputs.texts), **_encoding_fields(settings)}
+    fields = {**_encoding_fields(settings), **_late_chunking(settings)}
+    return {**model_field(settings), "input": list(inputs.texts), **fields}
+
+
+def _late_chunking(settings: Settings) -> dict[str, Any]:
+    """A token_embed model's late chunking: one row per chunk of chunk_size tokens instead of one per token."""
+    return {"late_chunking_params": {"chunk_size": settings.late_chunk_size}} if settings.late_chunk_size else {}
+
+
+def _pooling_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
+    """/pooling names its task only when --pooling-task gives one: vLLM's default is the model's own."""
+    task = {"task": settings.pooling_task} if settings.pooling_task else {}
+    return {**_input_body(inputs, settings), **task}
 
 
 EMBEDDINGS = Endpoint(
@@ -59,6 +71,9 @@ EMBEDDINGS = Endpoint(
     vectors=True,
     truncation=VLLM_TRUNCATION,
     input_types=OPENAI_INPUT_TYPES,
+    # A token_embed model's /v1/embeddings is another router: float only, no dimensions (WIRE.md).
+    pooling_tasks=frozenset({"token_embed"}),
+    token_encodings=frozenset({"float"}),
 )
 
 EMBEDDINGS_CHAT = Endpoint(
@@ -78,11 +93,14 @@ EMBEDDINGS_CHAT = Endpoint(
 POOLING = Endpoint(
     route="/pooling",
     shape="texts",
-    body=_input_body,
+    body=_pooling_body,
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
     truncation=VLLM_TRUNCATION,
+    # embed&token_classify is answered only through an IO processor plugin (wire.EMBED_AND_TOKEN_CLASSIFY_REFUSED).
+    pooling_tasks=frozenset({"embed", "classify", "token_embed", "token_classify"}),
+    token_encodings=frozenset(ENCODINGS),
     cannot_send={
         "--dimensions": "vLLM's /pooling refuses it (400 'dimensions is currently not supported'); "
         "use EmbeddingsUser for Matryoshka dimensions",

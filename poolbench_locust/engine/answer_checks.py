@@ -15,8 +15,9 @@ import orjson
 
 from poolbench_locust import lazyjson
 from poolbench_locust.endpoints.spec import MAX_SERVER_MS, MAX_TOKENS, AnswerError, BinaryForm, Endpoint, token_count
-from poolbench_locust.engine import vectors
+from poolbench_locust.engine import token_rows, vectors
 from poolbench_locust.engine.body import BadResponse, Body
+from poolbench_locust.engine.token_rows import TokenRows
 from poolbench_locust.lazyjson import ARRAY, Numbers
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import (
@@ -46,10 +47,15 @@ orjson's objects cost less than simdjson's proxies (bench/json_readers.py)."""
 
 
 def check_json(
-    endpoint: Endpoint, body: Body, req: PreparedRequest, settings: Settings, context: dict[str, Any] | None = None
+    endpoint: Endpoint,
+    body: Body,
+    req: PreparedRequest,
+    settings: Settings,
+    context: dict[str, Any] | None = None,
+    rows: TokenRows | None = None,
 ) -> int | None:
     """Check a JSON answer; return the server's token count (or None). The server's own timings it
-    carries go into `context`."""
+    carries go into `context`, and with `rows` (a token-level answer) the rows it held, as `vectors`."""
     data = body.data or b""
     lazy = endpoint.vectors and settings.encoding_format == "float" and len(data) >= LAZY_FROM_BYTES
     try:
@@ -63,7 +69,10 @@ def check_json(
         raise BadResponse(str(e)) from None
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
-        _check_shapes(answer.vectors, settings)
+        if rows is None:
+            _check_shapes(answer.vectors, settings)
+        elif (counted := _token_rows(rows, answer.vectors, tokens, req, settings)) is not None and context is not None:
+            context["vectors"] = counted
         # NaN and infinity are written as null (vLLM's orjson): one memchr-speed look at the body finds
         # whether it holds a null, true or false at all, and only then is every vector's every value read.
         if answer.vectors and settings.encoding_format == "float" and lazyjson.may_hold_literal(data):
@@ -73,6 +82,44 @@ def check_json(
     if context is not None and answer.server_ms:
         context.update(answer.server_ms)
     return tokens  # nothing that reads the lazy document outlives this call
+
+
+SERVER_USAGE = "the server's usage"
+
+
+def _token_rows(
+    rows: TokenRows, answer: Sequence[Any], tokens: int | None, req: PreparedRequest, settings: Settings
+) -> int | None:
+    """A token-level JSON answer's rows, checked against the tokens (engine/token_rows.py); Σ rows."""
+    if settings.encoding_format == "base64":
+        sizes = token_rows.base64_sizes(answer)
+        width = DTYPE_SIZES[settings.embed_dtype]
+        return rows.judge_size("base64 token rows", sizes, len(sizes), width, tokens, SERVER_USAGE, req.input_tokens)
+    counts, width = token_rows.rows_of_json(answer)
+    return rows.judge_rows(counts, width, tokens, SERVER_USAGE, req.input_tokens)
+
+
+def token_row_head(rows: TokenRows, settings: Settings) -> int:
+    """Bytes of a token-level bytes_only body to keep for --check-vectors: its first row, once the hidden
+    size is known; before, the first VECTOR_HEAD_LIMIT bytes."""
+    if rows.shapes is not None and len({hidden for _, hidden in rows.shapes}) == 1:
+        ((_, hidden), *_) = rows.shapes
+        return min(hidden * DTYPE_SIZES[settings.embed_dtype], VECTOR_HEAD_LIMIT)
+    return VECTOR_HEAD_LIMIT
+
+
+def check_token_bytes_only(rows: TokenRows, body: Body, req: PreparedRequest, settings: Settings) -> int | None:
+    """A token-level bytes_only body: Σ tokens x hidden x width bytes, against this request's own exact
+    counts (the hidden size learned from the answers); return Σ rows, or None where no count is exact."""
+    if not settings.validate:
+        return None
+    width = DTYPE_SIZES[settings.embed_dtype]
+    inputs = req.expected_items
+    counted = rows.judge_size("bytes_only body", (body.size,), inputs, width, None, "", req.input_tokens)
+    if settings.check_vectors and rows.shapes is not None and len({h for _, h in rows.shapes}) == 1:
+        ((_, hidden), *_) = rows.shapes  # the first row is the body's start
+        _check_raw_vector(body.head[: hidden * width], settings.embed_dtype, settings.endianness, settings)
+    return counted
 
 
 def looked_for(endpoint: Endpoint, settings: Settings) -> str:
@@ -131,10 +178,12 @@ def _check_shapes(embeddings: Sequence[Any], settings: Settings) -> None:
             continue
         if not isinstance(vector, ARRAY):
             raise BadResponse(f"embedding {i} is not a list of numbers")
-        # /pooling may nest; an array of Numbers starts with a number, and its first value is not built
-        row = vector[0] if type(vector) is list and vector and isinstance(vector[0], ARRAY) else vector
-        if dims is not None and len(row) != dims:
-            raise BadResponse(f"embedding {i} has {len(row)} dimensions, expected {dims}")
+        # A matrix is a token-level model's answer, which only --pooling-task counts row by row (token_rows.py);
+        # an array of Numbers starts with a number, and its first value is not built
+        if type(vector) is list and vector and isinstance(vector[0], ARRAY):
+            raise BadResponse(f"embedding {i} {token_rows.TOKEN_MATRIX}")
+        if dims is not None and len(vector) != dims:
+            raise BadResponse(f"embedding {i} has {len(vector)} dimensions, expected {dims}")
 
 
 def _base64_dims(vector: str, width: int) -> str:
@@ -192,8 +241,16 @@ def first_vector_size(meta: Mapping[str, Any]) -> int:
         return 0
 
 
-def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, settings: Settings) -> int | None:
-    """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage (or None)."""
+def check_bytes(
+    meta: Mapping[str, Any],
+    body: Body,
+    req: PreparedRequest,
+    settings: Settings,
+    rows: TokenRows | None = None,
+    context: dict[str, Any] | None = None,
+) -> int | None:
+    """The `bytes` answer: its metadata must describe the body exactly; tokens come from its usage (or None).
+    With `rows` (a token-level answer) each item's shape too, and the rows Σ go into `context` as `vectors`."""
     usage = meta.get("usage")
     try:
         tokens = (
@@ -212,6 +269,11 @@ def check_bytes(meta: Mapping[str, Any], body: Body, req: PreparedRequest, setti
             raise BadResponse("metadata items lack integer start/end offsets") from None
         if described != body.size:
             raise BadResponse("metadata offsets do not match the body: bytes received differ from sum of end - start")
+        if rows is not None:
+            counts, width = token_rows.rows_of_metadata(items, DTYPE_SIZES[settings.embed_dtype])
+            counted = rows.judge_rows(counts, width, tokens, "metadata usage.prompt_tokens", req.input_tokens)
+            if context is not None:
+                context["vectors"] = counted
     if settings.check_vectors and items:
         if not isinstance(first := items[0], Mapping):
             raise BadResponse("metadata item 0 is not an object")

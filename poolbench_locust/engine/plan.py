@@ -12,9 +12,16 @@ from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
 from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
+from poolbench_locust.engine.token_rows import TokenRows
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
-from poolbench_locust.wire import BINARY_ENCODINGS, JSON, OCTET_STREAM
+from poolbench_locust.wire import (
+    BINARY_ENCODINGS,
+    EMBED_AND_TOKEN_CLASSIFY_REFUSED,
+    JSON,
+    OCTET_STREAM,
+    TOKEN_POOLING_TASKS,
+)
 from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
 from poolbench_locust.workload.arrival import Schedule
 from poolbench_locust.workload.sources import dataset_for
@@ -56,6 +63,9 @@ class Plan:
     """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
     schedule: Schedule | None = None
     """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
+    token_rows: TokenRows | None = None
+    """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
+    checked against the tokens, and what the answers taught of their shape; None for every other class."""
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -72,6 +82,7 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
             "--encoding-format",
             f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
         )
+    _check_pooling_task(user_class, settings)
     if (refused := endpoint.refused_option(settings)) is not None:
         flag, why = refused
         value = getattr(settings, BY_FLAG[flag].dest)
@@ -89,6 +100,37 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
             raise OptionError(
                 "--model", f"{user_class.__name__} ({endpoint.route}): the server needs a model: give --model"
             )
+
+
+def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
+    """--pooling-task only where the route sends it, and a token-level one in an encoding it answers."""
+    endpoint, task = user_class.endpoint, settings.pooling_task
+    if task is None:
+        return
+    named = f"{user_class.__name__} ({endpoint.route})"
+    if not endpoint.pooling_tasks:
+        raise OptionError(
+            "--pooling-task",
+            f"{named} sends no task: it is for PoolingUser (/pooling), and token_embed for EmbeddingsUser",
+        )
+    if task not in endpoint.pooling_tasks:
+        why = (
+            f"vLLM answers: {EMBED_AND_TOKEN_CLASSIFY_REFUSED}"
+            if task == "embed&token_classify"
+            else f"it sends {', '.join(sorted(endpoint.pooling_tasks))}"
+        )
+        raise OptionError("--pooling-task", f"{named} cannot send {task}: {why}")
+    if task in TOKEN_POOLING_TASKS and settings.encoding_format not in endpoint.token_encodings:
+        kinds = ", ".join(sorted(endpoint.token_encodings))
+        raise OptionError(
+            "--encoding-format",
+            f"{named} answers a {task} model in {kinds}, not {settings.encoding_format}",
+        )
+
+
+def token_level(endpoint: Endpoint, settings: Settings) -> bool:
+    """Whether the answers hold one row per input token: a token-level task, or a route that only answers so."""
+    return endpoint.token_rows or settings.pooling_task in TOKEN_POOLING_TASKS
 
 
 def route_of(endpoint: Endpoint, settings: Settings) -> str:
@@ -132,13 +174,17 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         if access.api_key:
             headers["Authorization"] = f"Bearer {access.api_key}"
         dataset = dataset_for(settings, endpoint.shape, counter)
+        rows = TokenRows(settings.late_chunk_size) if token_level(endpoint, settings) else None
+        # Each input's own count is kept only where a token-level answer is checked against it, and only
+        # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
+        per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
         plan = Plan(
             settings=settings,
             route=route,
             path=path,
             label=user_class.request_name or path,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset, counter),
+            requests=request_pool(endpoint, settings, dataset, counter, per_input),
             client_token_source=counter.source,
             access=access,
             limits=limits,
@@ -146,6 +192,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             dims=settings.dimensions,
             schedule=getattr(dataset, "schedule", None),
             endpoint=endpoint,
+            token_rows=rows,
         )
         plans[key] = plan
     return plan

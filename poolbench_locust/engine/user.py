@@ -33,6 +33,7 @@ from poolbench_locust.wire import (
     DTYPE_SIZES,
     JSON,
     OCTET_STREAM,
+    TEI_TOKENS_HEADER,
 )
 from poolbench_locust.workload import PreparedRequest
 from poolbench_locust.workload.arrival import open_loop_of
@@ -268,16 +269,22 @@ class EndpointUser(FastHttpUser):
                 body = self._read(resp, keep=False)
                 return body.wire_bytes, f"wrong content type: expected {expected}, got {content_type or 'none'}"
             if settings.binary:
-                body, tokens, source = self._binary(plan, resp, req)
+                body, tokens, source = self._binary(plan, resp, req, context)
             else:
                 body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = answer_checks.check_json(plan.endpoint, body, req, settings, context)
+                tokens = answer_checks.check_json(plan.endpoint, body, req, settings, context, plan.token_rows)
                 source = "server"
             header_tokens = answer_checks.server_headers(headers, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
         if tokens is None and header_tokens is not None:
             tokens, source = header_tokens, "server"
+            if plan.token_rows is not None and "vectors" in context:  # TEI's /embed_all: its rows against its count
+                try:
+                    where = f"the {TEI_TOKENS_HEADER} header"
+                    plan.token_rows.judge_total(context["vectors"], req.sequences, tokens, where)
+                except BadResponse as e:
+                    return body.wire_bytes, str(e)
         elif tokens is None:  # a valid answer without a count: the client's own count, said once per route
             if settings.require_server_tokens:
                 return body.wire_bytes, answer_checks.missing_tokens(plan.endpoint, settings)
@@ -307,7 +314,9 @@ class EndpointUser(FastHttpUser):
         self._body = read_body(resp, self._exchange, **how)
         return self._body
 
-    def _binary(self, plan: Plan, resp: Any, req: PreparedRequest) -> tuple[Body, int | None, str]:
+    def _binary(
+        self, plan: Plan, resp: Any, req: PreparedRequest, context: RequestContext
+    ) -> tuple[Body, int | None, str]:
         settings = plan.settings
         if (form := plan.endpoint.binary) is not None:  # the route's own binary form
             try:
@@ -324,7 +333,14 @@ class EndpointUser(FastHttpUser):
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
             head = answer_checks.first_vector_size(meta) if settings.check_vectors else 0
             body = self._read(resp, keep=False, head=head)
-            return body, answer_checks.check_bytes(meta, body, req, settings), "metadata"
+            checked = answer_checks.check_bytes(meta, body, req, settings, plan.token_rows, context)
+            return body, checked, "metadata"
+        if (rows := plan.token_rows) is not None:  # Σ tokens x hidden x width: a size of its own each request
+            head = answer_checks.token_row_head(rows, settings) if settings.check_vectors else 0
+            body = self._read(resp, keep=False, head=head)
+            if (counted := answer_checks.check_token_bytes_only(rows, body, req, settings)) is not None:
+                context["vectors"] = counted
+            return body, req.client_tokens, plan.client_token_source
         # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
         head = (plan.dims * width if plan.dims else answer_checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
         body = self._read(resp, keep=False, head=head)

@@ -11,6 +11,7 @@ from gevent.event import Event
 from poolbench_locust.mockserver.config import FLAVORS, INFINITY_USAGE, MockConfig
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.mockserver.server import MockServer
+from poolbench_locust.wire import POOLING_TASKS
 
 
 def _non_negative(text: str) -> float:
@@ -76,6 +77,12 @@ def parser() -> argparse.ArgumentParser:
         help=f"inject a fault at a rate in [0, 1] (repeatable): {', '.join(FAULTS)}",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    p.add_argument(
+        "--task",
+        choices=POOLING_TASKS,
+        default=None,
+        help="the model's pooling task: /pooling refuses another; token_embed: /v1/embeddings answers token rows",
+    )
     p.add_argument("--gzip", action="store_true", help="gzip JSON answers when the client accepts gzip")
     p.add_argument(
         "--infinity-usage",
@@ -100,6 +107,7 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         seed=args.seed,
         gzip=args.gzip,
         infinity_usage=args.infinity_usage,
+        task=args.task,
     )
 
 

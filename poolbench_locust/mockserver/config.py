@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from poolbench_locust.mockserver.faults import FAULTS
+from poolbench_locust.wire import POOLING_TASKS
 
 Flavor = Literal["vllm", "infinity", "tei", "sglang", "ollama", "nim", "kserve", "cohere", "voyage", "llamacpp"]
 FLAVORS: tuple[str, ...] = get_args(Flavor)
@@ -32,6 +33,9 @@ class MockConfig:
     seed: int = 0
     gzip: bool = False
     infinity_usage: Literal["chars", "tokens"] = "chars"
+    task: str | None = None
+    """The model's pooling task (vLLM's): /pooling refuses another, and a token_embed model's /v1/embeddings
+    answers one row per token. None: a model that answers whichever task /pooling names (embed by default)."""
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
@@ -40,6 +44,8 @@ class MockConfig:
             raise ControlError("dim must be >= 1")
         if self.flavor not in FLAVORS:
             raise ControlError(f"flavor must be one of {', '.join(FLAVORS)}")
+        if self.task is not None and self.task not in POOLING_TASKS:
+            raise ControlError(f"task must be one of {', '.join(POOLING_TASKS)}")
         if self.infinity_usage not in INFINITY_USAGE:
             raise ControlError(f"infinity_usage must be one of {', '.join(INFINITY_USAGE)}")
         for name, rate in self.faults.items():
@@ -63,6 +69,7 @@ class Controls:
     flavor: str
     stall_ms: float
     gzip: bool
+    task: str | None = None
 
     @classmethod
     def of(cls, headers: Mapping[str, str], config: MockConfig) -> Controls:
@@ -72,6 +79,9 @@ class Controls:
         flavor = headers.get("x-mock-flavor", config.flavor)
         if flavor not in FLAVORS:
             raise ControlError(f"x-mock-flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+        task = headers.get("x-mock-task", config.task)
+        if task is not None and task not in POOLING_TASKS:
+            raise ControlError(f"x-mock-task must be one of {', '.join(POOLING_TASKS)}, got {task!r}")
         dim = int(_number(headers, "x-mock-dim", config.dim, int))
         if not 1 <= dim <= 1 << 20:
             raise ControlError("x-mock-dim must be in 1..1048576")
@@ -83,6 +93,7 @@ class Controls:
             flavor=flavor,
             stall_ms=_number(headers, "x-mock-stall-ms", DEFAULT_STALL_MS, float),
             gzip=headers.get("x-mock-gzip", "1" if config.gzip else "0").lower() in ("1", "true", "yes"),
+            task=task,
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, vectors
+from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, token_routes, vectors
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler
 from poolbench_locust.mockserver.calls import dim as _dim
 from poolbench_locust.mockserver.calls import kept as _kept
@@ -105,11 +105,15 @@ def _vllm_refused_fields(call: Call) -> None:
 
 
 def _vllm_tokens(call: Call, counts: list[int]) -> int:
-    """vLLM's count of the prompts (each one's tokens in `counts`) after its length check: a prompt past
-    max_model_len is refused (400) unless truncate_prompt_tokens (-1: the model's limit) cuts it; other
-    servers count every token."""
+    """vLLM's count of the prompts (each one's tokens in `counts`) after its length check (_vllm_counts)."""
+    return sum(_vllm_counts(call, counts))
+
+
+def _vllm_counts(call: Call, counts: list[int]) -> list[int]:
+    """Each prompt's tokens as vLLM runs it: a prompt past max_model_len is refused (400) unless
+    truncate_prompt_tokens (-1: the model's limit) cuts it; other servers count every token."""
     if call.controls.flavor != "vllm":
-        return sum(counts)
+        return counts
     cut = call.body.get("truncate_prompt_tokens")
     if cut is not None and (type(cut) is not int or cut < -1):
         raise BadRequest("truncate_prompt_tokens: Input should be greater than or equal to -1")
@@ -122,13 +126,13 @@ def _vllm_tokens(call: Call, counts: list[int]) -> int:
                 f"{longest} input tokens, which exceeds this limit even without any output tokens. "
                 "Please reduce the length of the input prompt."
             )
-        return sum(counts)
+        return counts
     if cut > MAX_MODEL_LEN:
         raise BadRequest(
             "truncate_prompt_tokens value is greater than max_model_len. Please request a smaller truncation size."
         )
     limit = MAX_MODEL_LEN if cut == -1 else cut
-    return sum(min(n, limit) for n in counts)
+    return [min(n, limit) for n in counts]
 
 
 def _chars(prompt: Any) -> int:
@@ -223,6 +227,17 @@ def _embedding_route(item: str, key: str) -> Handler:
             # A conversation is one sequence: one embedding for all its messages.
             return _embed(call, [messages], _vllm_tokens(call, [count_prompts(messages)]), item, key, ENCODINGS)
         prompts = _prompts(_required(call, "input"), "input")
+        if key == "data":  # /pooling runs the task it names, or the model's
+            task = token_routes.pooling_task(call)
+        elif token_routes.token_embed_model(call):
+            token_routes.check_token_embeddings_request(call)
+            task = "token_embed"
+        else:
+            task = "embed"
+        if task != "embed":
+            chunk = token_routes.late_chunk(call, task)
+            counts = _vllm_counts(call, [count_prompt(p) for p in prompts])
+            return token_routes.answer(call, counts, task, item, key, _encoding(call, ENCODINGS), chunk)
         return _embed(call, prompts, _vllm_tokens(call, [count_prompt(p) for p in prompts]), item, key, ENCODINGS)
 
     return handle

@@ -152,8 +152,9 @@ ALL_OPTIONS: tuple[Option, ...] = (
             one_of(POOLING_TASKS),
             None,
             "The task sent to vLLM's /pooling (it must be the model's own): token_embed and token_classify answer "
-            "one row per input token, embed&token_classify both; each row count is checked against the input's "
-            "tokens. token_embed on EmbeddingsUser: a token-embed model's /v1/embeddings. Not given: none is sent.",
+            "one row per input token, each row count checked against the input's tokens (embed&token_classify is "
+            "refused: vLLM answers it only through an IO processor plugin). token_embed on EmbeddingsUser: a "
+            "token-embed model's /v1/embeddings. Not given: none is sent.",
             label="Pooling task",
         ),
         Option(

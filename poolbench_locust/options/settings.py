@@ -19,6 +19,7 @@ from typing import Any
 from poolbench_locust.options.parsers import OptionError
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, Option
 from poolbench_locust.options.values import ExtraBody, Slo, Span
+from poolbench_locust.wire import TOKEN_POOLING_TASKS
 
 
 def _parsed(options: Any, opt: Option) -> Any:
@@ -155,6 +156,7 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         yield OptionError(
             "--require-server-tokens", "a bytes_only answer carries no token count: use bytes, or leave it out"
         )
+    yield from _token_level_refused(s)
     if s.trace is not None:  # a trace says when each request leaves
         for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
             if getattr(s, BY_FLAG[flag].dest):
@@ -176,6 +178,26 @@ def _refused(s: Settings) -> Iterator[OptionError]:
             "--check-min-rate-ratio",
             "the rate sent is an open loop's: give --request-rate or --sweep-rates (or replay a trace, "
             "--dataset trace:) too",
+        )
+
+
+def _token_level_refused(s: Settings) -> Iterator[OptionError]:
+    """The rules of token-level answers (--pooling-task token_embed, token_classify) and late chunking."""
+    token_level = s.pooling_task in TOKEN_POOLING_TASKS
+    if token_level and s.dimensions is not None:
+        yield OptionError("--dimensions", f"a {s.pooling_task} answer's rows are the model's own size: leave it out")
+    if s.late_chunk_size is not None and s.pooling_task != "token_embed":
+        yield OptionError(
+            "--late-chunk-size", "late chunking is a token_embed model's: give --pooling-task token_embed"
+        )
+    if s.late_chunk_size is not None and s.truncate in ("end", "start"):
+        yield OptionError("--truncate", "vLLM's late chunking refuses truncation: leave --truncate out")
+    if token_level and s.encoding_format == "bytes_only" and not (s.tokenizer or s.count_tokens_with_server):
+        # Its body is sum(tokens) x hidden x width: only an exact count of each request's tokens can check it.
+        yield OptionError(
+            "--tokenizer",
+            f"a {s.pooling_task} bytes_only body is checked against each request's exact token count: give "
+            "--tokenizer or --count-tokens-with-server, or use bytes",
         )
 
 

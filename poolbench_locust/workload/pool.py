@@ -30,15 +30,27 @@ class PreparedRequest:
     """The client's count of every prompt the server sees (a query counts once per document)."""
     expected_items: int
     """Embeddings or results a correct answer holds."""
+    input_tokens: tuple[int, ...] = ()
+    """Each input's exact token count, kept only for token-level answers checked against it (one row per
+    token); empty for every other request, so that a pool of them costs nothing more."""
 
 
 def prepare(
-    endpoint: Endpoint, settings: Settings, inputs: Inputs, counter: TokenCounter, fields: Mapping[str, Any]
+    endpoint: Endpoint,
+    settings: Settings,
+    inputs: Inputs,
+    counter: TokenCounter,
+    fields: Mapping[str, Any],
+    per_input: bool = False,
 ) -> PreparedRequest:
-    """One request; `fields` (request_fields.request_fields) merged into its body."""
+    """One request; `fields` (request_fields.request_fields) merged into its body; with `per_input`, each
+    input's own token count kept beside their sum."""
     # orjson's bytes keep the whole buffer it wrote into (8 KiB for a 600-byte body): a pool of 10,000 such
     # bodies held 78 MiB (bench/dataset_memory.py). A copy of the body's own size holds 6 MiB.
     body = bytes(memoryview(orjson.dumps(merged(endpoint.body(inputs, settings), fields))))
+    if per_input and endpoint.shape == "texts":
+        counts = tuple(counter.count(t) for t in inputs.texts)
+        return PreparedRequest(body, len(counts), sum(counts), len(counts), counts)
     tokens = sum(counter.count(t) for t in inputs.texts)
     if endpoint.shape == "pairs":
         pairs = len(inputs.texts)
@@ -49,8 +61,9 @@ def prepare(
 
 
 def request_pool(
-    endpoint: Endpoint, settings: Settings, dataset: Dataset, counter: TokenCounter
+    endpoint: Endpoint, settings: Settings, dataset: Dataset, counter: TokenCounter, per_input: bool = False
 ) -> list[PreparedRequest]:
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
-    return [prepare(endpoint, settings, dataset.draw(rng), counter, fields) for _ in range(dataset.size_hint())]
+    draws = range(dataset.size_hint())
+    return [prepare(endpoint, settings, dataset.draw(rng), counter, fields, per_input) for _ in draws]
