@@ -85,6 +85,17 @@ class Numbers(Sequence[Any]):
         # as_buffer flattens a nested array: its values outnumber the elements
         return memoryview(buffer).nbytes == 8 * self._length
 
+    def int_bounds(self) -> tuple[int, int] | None:
+        """(least, greatest) element when every element is a JSON integer, read in C from simdjson's tape
+        without building one (a packed embedding's range check); None otherwise, or once the values are built."""
+        if self._values is not None or not self._length:
+            return None
+        try:
+            view = memoryview(self._array.as_buffer(of_type="i")).cast("q")
+        except TypeError:  # a float (1.0 too), null, boolean, string or object, or past int64
+            return None
+        return (min(view), max(view)) if len(view) == self._length else None
+
 
 ARRAY = (list, Numbers)
 """What a JSON array is in a document `loads` returns: `isinstance(value, ARRAY)`."""
