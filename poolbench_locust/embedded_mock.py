@@ -25,10 +25,13 @@ def start_embedded_mock(environment: Environment) -> None:
     from poolbench_locust.mockserver import MockConfig, MockServer
 
     flavors = {u.endpoint.server for u in endpoint_users(environment)}
+    # --embedding-type says what an Infinity server was started with: the mock's Infinity is started so
+    embedding_type = getattr(environment.parsed_options, "embedding_type", None)
     config = MockConfig(
         flavor=flavors.pop() if len(flavors) == 1 else "vllm",
         ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
         body_ms=EMBEDDED_MOCK_BODY_MS,
+        infinity_dtype="float32" if embedding_type in (None, "float", "base64") else embedding_type,
     )
     server = MockServer(config, host="127.0.0.1", port=0)
     server.start()

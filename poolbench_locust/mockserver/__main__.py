@@ -8,7 +8,7 @@ import signal
 import gevent
 from gevent.event import Event
 
-from poolbench_locust.mockserver.config import FLAVORS, INFINITY_USAGE, MockConfig
+from poolbench_locust.mockserver.config import FLAVORS, INFINITY_DTYPES, INFINITY_USAGE, MockConfig
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.mockserver.server import MockServer
 
@@ -83,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         default="chars",
         help="what Infinity-form usage counts (real Infinity counts characters)",
     )
+    p.add_argument(
+        "--infinity-embedding-dtype",
+        choices=INFINITY_DTYPES,
+        default="float32",
+        help="the --embedding-dtype the mock's Infinity runs with: its embeddings' type (binary, ubinary: packed)",
+    )
     return p
 
 
@@ -100,6 +106,7 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         seed=args.seed,
         gzip=args.gzip,
         infinity_usage=args.infinity_usage,
+        infinity_dtype=args.infinity_embedding_dtype,
     )
 
 

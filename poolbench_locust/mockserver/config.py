@@ -13,6 +13,8 @@ FLAVORS: tuple[str, ...] = get_args(Flavor)
 """Each server family's answer forms (endpoints/spec.py's `Server`): where two servers share a route, the
 flavor says whose answer the mock gives."""
 INFINITY_USAGE: tuple[str, ...] = ("chars", "tokens")
+INFINITY_DTYPES: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
+"""Infinity's --embedding-dtype: the mock's Infinity answers in the one its config names."""
 DEFAULT_STALL_MS = 30000.0
 
 
@@ -32,6 +34,7 @@ class MockConfig:
     seed: int = 0
     gzip: bool = False
     infinity_usage: Literal["chars", "tokens"] = "chars"
+    infinity_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
@@ -42,6 +45,8 @@ class MockConfig:
             raise ControlError(f"flavor must be one of {', '.join(FLAVORS)}")
         if self.infinity_usage not in INFINITY_USAGE:
             raise ControlError(f"infinity_usage must be one of {', '.join(INFINITY_USAGE)}")
+        if self.infinity_dtype not in INFINITY_DTYPES:
+            raise ControlError(f"infinity_dtype must be one of {', '.join(INFINITY_DTYPES)}")
         for name, rate in self.faults.items():
             if name not in FAULTS:
                 raise ControlError(f"unknown fault {name!r}")
