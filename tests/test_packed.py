@@ -12,6 +12,9 @@ import pytest
 from locust.env import Environment
 
 import poolbench_locust as pb
+from poolbench_locust import lazyjson
+from poolbench_locust.engine import packed
+from poolbench_locust.engine.body import BadResponse
 from poolbench_locust.start_checks import configuration_error
 from tests.support.bad_then_good import assert_failed_then_ok
 from tests.support.harness import Run, failure_text, options
@@ -91,6 +94,8 @@ FAULTS = [
      "embedding 2 is 1364 base64 characters, expected 1368 (256 float32 values)"),
     (pb.VoyageEmbedUser, "voyage", [*VOYAGE_MODEL, "--embedding-type", "uint8", "--batch-size", "64"],
      "packed-out-of-range", "embedding 63 value 0 is 256, outside uint8's 0..255"),  # 90 kB: lazyjson's int buffer
+    (pb.CohereEmbedUser, "cohere", [*COHERE_MODEL, "--embedding-type", "int8", "--batch-size", "32"],
+     "packed-out-of-range", "embedding 31 value 0 is 128, outside int8's -128..127"),  # 62 kB: lazyjson's
     (pb.VoyageEmbedUser, "voyage", [*VOYAGE_MODEL, "--embedding-type", "int8", "--dimensions", "512"],
      "packed-short", "embedding 2 has 511 int8 values, expected 512"),
     (pb.CohereEmbedUser, "vllm", ["--embedding-type", "binary", "--check-vectors"], "zero-vectors",
@@ -110,6 +115,33 @@ def test_a_spoiled_packed_answer_is_one_failed_request_naming_what_was_wrong(moc
     event = run.one()  # Run.one asserts exactly one event for the one request
     assert message in failure_text(event), failure_text(event)
     assert "input_tokens" not in event["context"], "a failed request adds no tokens"
+
+
+@pytest.mark.parametrize(
+    ("kind", "edges", "outside"),
+    [("int8", [-128, 127], [128, -129, 2**40]), ("uint8", [0, 255], [256, -1]), ("binary", [-128, 127], [128])],
+)
+@pytest.mark.parametrize("reader", ["lazyjson", "orjson"])
+def test_the_range_check_holds_at_each_edge_in_both_readers(kind, edges, outside, reader):
+    """A large answer's integers are range-checked from lazyjson's int64 copy, a small one's by bytes():
+    both take the type's edge values and refuse one past them, wherever in the vector it is."""
+    form = packed.FORMS[kind]
+    loads = lazyjson.loads if reader == "lazyjson" else orjson.loads
+
+    def verdict(values: list[int]) -> str:
+        body = orjson.dumps({"v": [values]})
+        try:
+            packed.check(loads(body)["v"], form, None, body)
+        except BadResponse as e:
+            return str(e)
+        return ""
+
+    assert verdict([*edges, 0, *edges] * 40) == ""
+    for value in outside:
+        for at in (0, 7, 161):
+            vector = [edges[0]] * 200
+            vector[at] = value
+            assert verdict(vector) == f"embedding 0 value {at} is {value}, outside {kind}'s {form.low}..{form.high}"
 
 
 def _answer(vectors: Any) -> bytes:

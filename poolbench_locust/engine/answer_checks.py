@@ -66,7 +66,7 @@ def check_json(
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
         if form is not None:
-            packed.check(answer.vectors, form, settings.dimensions, lazyjson.may_hold_literal(data))
+            packed.check(answer.vectors, form, settings.dimensions, data)
         else:
             _check_shapes(answer.vectors, settings)
         # NaN and infinity are written as null (vLLM's orjson): one memchr-speed look at the body finds

@@ -4,16 +4,17 @@ options that cannot go with a type refused at start.
 
 What is checked, per embedding: a list (a base64 string) of whole numbers in the type's range; with
 --dimensions, its length (dimensions / 8 for binary and ubinary, the base64 string's for dimensions x 4
-bytes); without, the same length as the answer's first embedding. A JSON integer list is checked in C
-(array's own range check, or lazyjson's int64 buffer of a large answer); whole numbers written as floats
-(Infinity's `-14.0`) take the slower path that finds and names the first bad value.
+bytes); without, the same length as the answer's first embedding. A JSON integer list is checked in C:
+bytes()'s own range check of a small answer's list, byte operations on lazyjson's int64 copy of a large
+one's (no Python int built). Whole numbers written as floats (Infinity's `-14.0`) take the slower path
+that finds and names the first bad value.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from array import array
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,11 +40,6 @@ class PackedForm:
     """Dimensions one value holds: 8 for binary and ubinary."""
     base64: bool = False
     """Each embedding a base64 string of little-endian float32 (Cohere's and vLLM's `base64` type)."""
-
-    @property
-    def typecode(self) -> str:
-        """The array type whose own range check is the type's: signed or unsigned bytes."""
-        return "b" if self.low < 0 else "B"
 
 
 FORMS: dict[str, PackedForm] = {
@@ -91,14 +87,13 @@ def check_settings(name: str, endpoint: Endpoint, settings: Settings) -> None:
             )
 
 
-def check(embeddings: Sequence[Any], packed: PackedForm, dims: int | None, literals: bool) -> None:
-    """Every embedding is of the packed form and of one length: --dimensions' packed length when given.
-
-    `literals`: the body may hold a null, true or false (lazyjson.may_hold_literal): a boolean passes
-    array's range check, so then every value is looked at."""
+def check(embeddings: Sequence[Any], packed: PackedForm, dims: int | None, body: bytes) -> None:
+    """Every embedding is of the packed form and of one length: --dimensions' packed length when given."""
     expected = None
     if dims is not None:
         expected = 4 * -(-dims * FLOAT32_BYTES // 3) if packed.base64 else dims // packed.per_value
+    # A JSON true or false passes bytes()'s range check as 1 or 0: only a body that holds one has each type read.
+    booleans = not packed.base64 and (b"true" in body or b"false" in body)
     first: int | None = None
     for i, vector in enumerate(embeddings):
         if packed.base64:
@@ -107,7 +102,7 @@ def check(embeddings: Sequence[Any], packed: PackedForm, dims: int | None, liter
         elif not isinstance(vector, ARRAY):
             raise BadResponse(f"embedding {i} is not a list of {packed.name} values")
         else:
-            _check_values(vector, i, packed, literals)
+            _check_values(vector, i, packed, booleans)
         size = len(vector)
         if expected is not None and size != expected:
             raise BadResponse(f"embedding {i} {_length(size, packed)}, expected {_expected(dims or 0, packed)}")
@@ -129,22 +124,44 @@ def _expected(dims: int, packed: PackedForm) -> str:
     return str(dims)
 
 
-def _check_values(vector: Any, i: int, packed: PackedForm, literals: bool) -> None:
+_PLUS_128 = (128).__add__
+"""int8's -128..127 moved to bytes()'s 0..255 (a non-integer gives NotImplemented, which bytes() refuses)."""
+_SIGN = bytes(0xFF if byte & 0x80 else 0 for byte in range(256))
+"""A low byte -> the byte an int64 of -128..127 repeats above it: its sign, extended."""
+_LOW = 7 if sys.byteorder == "big" else 0
+"""Where an int64's low byte is in native order."""
+
+
+def _check_values(vector: Any, i: int, packed: PackedForm, booleans: bool) -> None:
+    signed = packed.low < 0
     if isinstance(vector, Numbers):
-        bounds = vector.int_bounds()  # in C; None when a value is not a JSON integer
-        if bounds is not None and packed.low <= bounds[0] and bounds[1] <= packed.high:
+        raw = vector.as_int64()  # None when a value is not a JSON integer
+        if raw is not None and _fits(raw, signed):
             return
         values: Any = vector.values()
     else:
         values = vector
-        if not literals:
-            try:
-                array(packed.typecode, values)  # in C: every value an integer (or a boolean) in the type's range
+        try:
+            bytes(map(_PLUS_128, values) if signed else values)  # in C: integers (or booleans) of the range
+            if not booleans or set(map(type, values)) == {int}:
                 return
-            except (TypeError, OverflowError):
-                pass
+        except (TypeError, ValueError):  # a value out of range or not an integer: named below
+            pass
     if (why := _bad_value(values, packed)) is not None:
         raise BadResponse(f"embedding {i} {why}")
+
+
+def _fits(raw: bytes, signed: bool) -> bool:
+    """Whether native int64s all hold a byte: 0..255, or -128..127 (`signed`), with byte operations in C:
+    each one's seven high bytes are 0 (or its low byte's sign, extended)."""
+    values = bytearray(raw)
+    low = bytes(values[_LOW::8])
+    fill = low.translate(_SIGN) if signed else bytes(len(low))
+    values[_LOW::8] = fill  # each int64 must now be its fill byte 8 times
+    expected = bytearray(len(values))
+    for k in range(8):
+        expected[k::8] = fill
+    return values == expected
 
 
 def _bad_value(values: Sequence[Any], packed: PackedForm) -> str | None:
