@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+import requests
 from locust.env import Environment
 
 import poolbench_locust as pb
@@ -76,6 +77,25 @@ def test_the_request_asks_for_the_type_in_each_servers_own_field(mock):
     voyage = body(pb.VoyageEmbedUser, *VOYAGE_MODEL, "--embedding-type", "int8", "--dimensions", "512")
     assert voyage["output_dtype"] == "int8" and voyage["output_dimension"] == 512 and "encoding_format" not in voyage
     assert "output_dtype" not in body(pb.VoyageEmbedUser, *VOYAGE_MODEL)
+
+
+def test_the_mock_packs_as_vllm_and_refuses_what_vllm_refuses(mock):
+    """vLLM's _pack_binary_embeddings: bit 1 for a value >= 0, the first dimension in the high bit, binary =
+    ubinary - 128; int8 and uint8 are Cohere's API's only; a dimension not a multiple of 8 cannot pack."""
+
+    def embed(flavor: str, *types: str, dims: int = 64) -> Any:
+        body = {"texts": ["a b"], "embedding_types": list(types), "output_dimension": dims}
+        return requests.post(f"{mock.url}/v2/embed", json=body, headers={"x-mock-flavor": flavor}, timeout=5)
+
+    answer = embed("vllm", "float", "binary", "ubinary").json()["embeddings"]
+    floats = answer["float"][0]
+    expected = [sum(1 << (7 - k) for k in range(8) if floats[start + k] >= 0) for start in range(0, 64, 8)]
+    assert answer["ubinary"][0] == expected and answer["binary"][0] == [b - 128 for b in expected]
+    assert embed("vllm", "int8").status_code == 400
+    assert embed("vllm", "binary", dims=100).status_code == 400
+    int8 = embed("cohere", "int8", "uint8").json()["embeddings"]
+    assert all(type(v) is int and -128 <= v <= 127 for v in int8["int8"][0])
+    assert int8["uint8"][0] == [v + 128 for v in int8["int8"][0]]
 
 
 # ---- bad answers: each one failed request, its message naming what was wrong ----------------------------
