@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         TEIRerankUser,
         TEISimilarityUser,
         TEISparseEmbedUser,
+        VoyageEmbedUser,
     )
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "TEIRerankUser",
     "TEISimilarityUser",
     "TEISparseEmbedUser",
+    "VoyageEmbedUser",
 ]
 
 

@@ -28,14 +28,18 @@ def start_embedded_mock(environment: Environment) -> None:
 
     flavors = {u.endpoint.server for u in endpoint_users(environment)}
     try:  # a token_embed model's /v1/embeddings answers token rows: the mock's model must be one
-        task = "token_embed" if settings_of(environment).pooling_task == "token_embed" else None
+        settings = settings_of(environment)
     except OptionError:  # the start checks say so, once
-        task = None
+        settings = None
+    task = "token_embed" if settings is not None and settings.pooling_task == "token_embed" else None
+    # --embedding-type says what an Infinity server was started with: the mock's Infinity is started so
+    embedding_type = settings.embedding_type if settings is not None else None
     config = MockConfig(
         task=task,
         flavor=flavors.pop() if len(flavors) == 1 else "vllm",
         ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
         body_ms=EMBEDDED_MOCK_BODY_MS,
+        infinity_dtype="float32" if embedding_type in (None, "float", "base64") else embedding_type,
     )
     server = MockServer(config, host="127.0.0.1", port=0)
     server.start()

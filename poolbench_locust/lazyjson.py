@@ -85,6 +85,17 @@ class Numbers(Sequence[Any]):
         # as_buffer flattens a nested array: its values outnumber the elements
         return memoryview(buffer).nbytes == 8 * self._length
 
+    def as_int64(self) -> bytes | None:
+        """Every element as a native 64-bit integer, 8 bytes each, read in C from simdjson's tape without
+        building one (a packed embedding's range check), when every element is a JSON integer; else None."""
+        if self._values is not None or not self._length:
+            return None
+        try:
+            raw = bytes(self._array.as_buffer(of_type="i"))
+        except TypeError:  # a float (1.0 too), null, boolean, string or object, or past int64
+            return None
+        return raw if len(raw) == 8 * self._length else None  # as_buffer flattens a nested array
+
 
 ARRAY = (list, Numbers)
 """What a JSON array is in a document `loads` returns: `isinstance(value, ARRAY)`."""

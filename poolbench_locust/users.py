@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from poolbench_locust.endpoints import infinity, kserve, nim, ollama, sglang, tei, vllm
+from poolbench_locust.endpoints import infinity, kserve, nim, ollama, sglang, tei, vllm, voyage
 from poolbench_locust.engine.user import EndpointUser
 
 
@@ -130,3 +130,9 @@ class KServeInferUser(EndpointUser):
     """KServe v2 / Triton `/v2/models/{model}/infer`: the model's tensors from its metadata; JSON or binary tensors."""
 
     endpoint = kserve.KSERVE_INFER
+
+
+class VoyageEmbedUser(EndpointUser):
+    """Voyage `/v1/embeddings`: output_dtype (--embedding-type) and output_dimension (--dimensions)."""
+
+    endpoint = voyage.VOYAGE_EMBEDDINGS

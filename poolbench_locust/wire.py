@@ -34,6 +34,15 @@ EMBED_AND_TOKEN_CLASSIFY_REFUSED: Final = (
 EMBEDDING_TYPES: Final = ("float", "int8", "uint8", "binary", "ubinary", "base64")
 """Packed answer types: Cohere's `embedding_types`, Voyage's `output_dtype`, Infinity's `--embedding-dtype`.
 binary and ubinary pack 8 dimensions a byte (dimension / 8)."""
+PACKED_RANGES: Final[Mapping[str, tuple[int, int]]] = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "binary": (-128, 127),
+    "ubinary": (0, 255),
+}
+"""The whole numbers each packed type's values may be: binary is ubinary's bytes less 128 (offset binary)."""
+BIT_PACKED: Final = frozenset({"binary", "ubinary"})
+"""The types that pack 8 dimensions a byte, the first dimension in the high bit (numpy's packbits)."""
 IMAGE_FORMATS: Final = ("png", "jpeg")
 
 OCTET_STREAM: Final = "application/octet-stream"

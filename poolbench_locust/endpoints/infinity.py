@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from poolbench_locust.endpoints import packed
 from poolbench_locust.endpoints.spec import (
     Endpoint,
     ParsedAnswer,
     data_answer,
-    dimensions_field,
     items_of,
     label_scores,
     model_field,
@@ -39,11 +39,12 @@ INFINITY_EMBEDDINGS = Endpoint(
         **model_field(s),
         "input": list(x.texts),
         "encoding_format": s.encoding_format,
-        **dimensions_field(s),
+        **packed.infinity_dimensions_field(s),
     },
     answer=data_answer("embedding"),
     encodings=frozenset({"float", "base64"}),
     vectors=True,
+    embedding_types=packed.INFINITY_TYPES,  # the server's --embedding-dtype: its request has no such field
     # Infinity's request has no such fields: its base64 is always float32 in the server's byte order,
     # and a client decoding it as anything else blames the server for NaN vectors.
     cannot_send={

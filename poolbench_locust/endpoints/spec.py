@@ -144,6 +144,9 @@ class Endpoint:
     count (one warning per route), or fails with --require-server-tokens."""
     vectors: bool = False
     """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
+    embedding_types: frozenset[str] | Callable[[str], frozenset[str]] = frozenset()
+    """The --embedding-type values the server answers (engine/packed.py checks those answers), or a function
+    of --model that says them (Cohere's API offers more than vLLM's /v2/embed); any other stops the run."""
     routes: tuple[str, ...] = ()
     """Other routes that speak the same request, selectable with --endpoint-path."""
     pooling_tasks: frozenset[str] = frozenset()

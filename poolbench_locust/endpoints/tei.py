@@ -80,8 +80,13 @@ def _predict_answer(doc: Any) -> ParsedAnswer:
     return ParsedAnswer(len(doc), None)
 
 
+SPARSE_INDEX_LIMIT = 1 << 24
+"""A sparse entry's index is a vocabulary id: the largest vocabularies (Gemma's 262,144) are far below this
+bound; an index at or past it is not one."""
+
+
 def _sparse_answer(doc: Any) -> ParsedAnswer:
-    """`[[{"index", "value"}]]`: one list of non-zero entries per input."""
+    """`[[{"index", "value"}]]`: one list of non-zero entries per input, each index a vocabulary id."""
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
     for i, entries in enumerate(doc):
@@ -90,7 +95,9 @@ def _sparse_answer(doc: Any) -> ParsedAnswer:
         for j, entry in enumerate(entries):
             if not isinstance(entry, Mapping):
                 raise AnswerError(f"sparse embedding {i} entry {j} is not an object")
-            whole_index(entry.get("index"), f"sparse embedding {i} entry {j} index")
+            where = f"sparse embedding {i} entry {j} index"
+            if whole_index(entry.get("index"), where) >= SPARSE_INDEX_LIMIT:
+                raise AnswerError(f"{where} is not a vocabulary id (>= {SPARSE_INDEX_LIMIT})")
             finite_number(entry.get("value"), f"sparse embedding {i} entry {j} value")
     return ParsedAnswer(len(doc), None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from poolbench_locust.endpoints import packed
 from poolbench_locust.endpoints.spec import (
     COHERE_TOKENS,
     NAMED_TRUNCATION,
@@ -143,7 +144,7 @@ COHERE_EMBED = Endpoint(
         # input_type only with --input-type: vLLM refuses every one (400) for a model that defines no task
         # instructions, and Cohere's own API every request without one for its v3+ models.
         "texts": list(x.texts),
-        "embedding_types": ["float"],
+        **packed.embedding_types_field(s),
         **dimensions_field(s, "output_dimension"),
     },
     answer=_cohere_embed_answer,
@@ -152,4 +153,6 @@ COHERE_EMBED = Endpoint(
     truncation=NAMED_TRUNCATION,  # vLLM's /v2/embed too: truncate NONE, START or END (its default)
     input_types=COHERE_INPUT_TYPES,
     input_type_required=cohere_needs_input_type,
+    embedding_types=packed.cohere_types,
+    settle=packed.settle_cohere,  # reads embeddings.<--embedding-type>
 )

@@ -15,7 +15,7 @@ import orjson
 
 from poolbench_locust import lazyjson
 from poolbench_locust.endpoints.spec import MAX_SERVER_MS, MAX_TOKENS, AnswerError, BinaryForm, Endpoint, token_count
-from poolbench_locust.engine import token_rows, vectors
+from poolbench_locust.engine import packed, token_rows, vectors
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.engine.token_rows import TokenRows
 from poolbench_locust.lazyjson import ARRAY, Numbers
@@ -67,18 +67,27 @@ def check_json(
         tokens = answer.prompt_tokens if answer.prompt_tokens is not None else endpoint.tokens.read(doc)
     except AnswerError as e:
         raise BadResponse(str(e)) from None
+    # --embedding-type's packed answers are engine/packed.py's to check: one attribute test when none is asked
+    form = packed.form(settings) if settings.embedding_type is not None else None
     if settings.validate:
         _expect_items(answer.items, req, "results" if endpoint.shape == "pairs" else "embeddings")
-        if rows is None:
+        if rows is not None:
+            counted = _token_rows(rows, answer.vectors, tokens, req, settings)
+            if counted is not None and context is not None:
+                context["vectors"] = counted
+        elif form is not None:
+            packed.check(answer.vectors, form, settings.dimensions, data)
+        else:
             _check_shapes(answer.vectors, settings)
-        elif (counted := _token_rows(rows, answer.vectors, tokens, req, settings)) is not None and context is not None:
-            context["vectors"] = counted
         # NaN and infinity are written as null (vLLM's orjson): one memchr-speed look at the body finds
         # whether it holds a null, true or false at all, and only then is every vector's every value read.
-        if answer.vectors and settings.encoding_format == "float" and lazyjson.may_hold_literal(data):
+        if form is None and answer.vectors and settings.encoding_format == "float" and lazyjson.may_hold_literal(data):
             _check_numbers(answer.vectors)
     if settings.check_vectors and answer.vectors:
-        _check_vector(answer.vectors[0], settings)
+        if form is not None:
+            packed.check_first(answer.vectors[0], form)
+        else:
+            _check_vector(answer.vectors[0], settings)
     if context is not None and answer.server_ms:
         context.update(answer.server_ms)
     return tokens  # nothing that reads the lazy document outlives this call

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from poolbench_locust.access import Access, access_for, warnings_given
 from poolbench_locust.endpoints.spec import Endpoint
+from poolbench_locust.engine import packed
 from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
 from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
@@ -91,6 +92,7 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
     if (refused := request_fields.refused(endpoint, settings)) is not None:
         flag, why = refused
         raise OptionError(flag, f"{user_class.__name__} ({endpoint.route}) {why}")
+    packed.check_settings(user_class.__name__, endpoint, settings)
     if not settings.model.strip():
         if "{model}" in endpoint.route:
             raise OptionError(

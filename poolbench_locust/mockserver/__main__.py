@@ -8,7 +8,7 @@ import signal
 import gevent
 from gevent.event import Event
 
-from poolbench_locust.mockserver.config import FLAVORS, INFINITY_USAGE, MockConfig
+from poolbench_locust.mockserver.config import FLAVORS, INFINITY_DTYPES, INFINITY_USAGE, MockConfig
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.mockserver.server import MockServer
 from poolbench_locust.wire import POOLING_TASKS
@@ -90,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
         default="chars",
         help="what Infinity-form usage counts (real Infinity counts characters)",
     )
+    p.add_argument(
+        "--infinity-embedding-dtype",
+        choices=INFINITY_DTYPES,
+        default="float32",
+        help="the --embedding-dtype the mock's Infinity runs with: its embeddings' type (binary, ubinary: packed)",
+    )
     return p
 
 
@@ -108,6 +114,7 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         gzip=args.gzip,
         infinity_usage=args.infinity_usage,
         task=args.task,
+        infinity_dtype=args.infinity_embedding_dtype,
     )
 
 

@@ -14,6 +14,8 @@ FLAVORS: tuple[str, ...] = get_args(Flavor)
 """Each server family's answer forms (endpoints/spec.py's `Server`): where two servers share a route, the
 flavor says whose answer the mock gives."""
 INFINITY_USAGE: tuple[str, ...] = ("chars", "tokens")
+INFINITY_DTYPES: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
+"""Infinity's --embedding-dtype: the mock's Infinity answers in the one its config names."""
 DEFAULT_STALL_MS = 30000.0
 
 
@@ -36,6 +38,7 @@ class MockConfig:
     task: str | None = None
     """The model's pooling task (vLLM's): /pooling refuses another, and a token_embed model's /v1/embeddings
     answers one row per token. None: a model that answers whichever task /pooling names (embed by default)."""
+    infinity_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
@@ -48,6 +51,8 @@ class MockConfig:
             raise ControlError(f"task must be one of {', '.join(POOLING_TASKS)}")
         if self.infinity_usage not in INFINITY_USAGE:
             raise ControlError(f"infinity_usage must be one of {', '.join(INFINITY_USAGE)}")
+        if self.infinity_dtype not in INFINITY_DTYPES:
+            raise ControlError(f"infinity_dtype must be one of {', '.join(INFINITY_DTYPES)}")
         for name, rate in self.faults.items():
             if name not in FAULTS:
                 raise ControlError(f"unknown fault {name!r}")

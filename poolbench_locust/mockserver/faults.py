@@ -29,6 +29,9 @@ These apply where the answer has the part they spoil, and elsewhere answer norma
 - zero-vectors, nan-vectors (float JSON writes the bare `NaN` token, as Python's json does):
   vector routes only (/v1/embeddings, /pooling, /v2/embed, /embeddings, /embed, /api/embed,
   /v2/models/{model}/infer), every encoding.
+- packed-short, packed-out-of-range: the last embedding of a packed answer (int8, uint8, binary, ubinary,
+  Cohere's base64) one value short, or its first value past its type's range (mockserver/packed.py).
+- sparse-bad-index: the last input's sparse embedding (TEI /embed_sparse) with a negative index.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ FAULTS: tuple[str, ...] = (
     "corrupt-gzip",
     "zero-vectors",
     "nan-vectors",
+    "packed-short",
+    "packed-out-of-range",
+    "sparse-bad-index",
 )
 BEFORE_HEADERS = frozenset({"reset-before-headers", "close-before-headers", "stall-before-headers"})
 MID_BODY = frozenset({"reset-mid-body", "stall-mid-body", "cut-chunk"})

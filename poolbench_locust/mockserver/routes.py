@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, token_routes, vectors
+from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, packed, token_routes, vectors
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler
 from poolbench_locust.mockserver.calls import dim as _dim
 from poolbench_locust.mockserver.calls import kept as _kept
@@ -217,6 +217,8 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
 
 def _embedding_route(item: str, key: str) -> Handler:
     def handle(call: Call) -> AnswerDraft:
+        if call.controls.flavor == "voyage" and key == "embedding":
+            return packed.voyage_embeddings(call)
         _vllm_refused_fields(call)
         if key == "data" and call.body.get("dimensions") is not None:  # vLLM 0.34's /pooling
             raise BadRequest("dimensions is currently not supported")
@@ -243,8 +245,10 @@ def _embedding_route(item: str, key: str) -> Handler:
     return handle
 
 
-def infinity_embeddings(call: Call) -> AnswerDraft:
+def infinity_embeddings(call: Call) -> AnswerDraft | Reply:
     prompts = _prompts(_required(call, "input"), "input")
+    if call.config.infinity_dtype != "float32":  # started with a packed --embedding-dtype
+        return packed.infinity_embeddings(call, prompts, _infinity_tokens(call, prompts))
     return _embed(call, prompts, _infinity_tokens(call, prompts), "embedding", "embedding", ("float", "base64"))
 
 
@@ -260,16 +264,8 @@ def cohere_embed(call: Call) -> AnswerDraft | Reply:
         raise BadRequest(f"Unsupported input_type {input_type!r}. Supported values: {', '.join(COHERE_INPUT_TYPES)}")
     if call.controls.flavor == "cohere" and input_type is None and cohere_needs_input_type(_model(call)):
         return Reply(400, orjson.dumps({"message": COHERE_NO_INPUT_TYPE}))
-    types = call.body.get("embedding_types") or ["float"]
-    if not isinstance(types, list) or not set(types) <= {"float", "base64"}:
-        raise BadRequest("embedding_types: the mock serves 'float' and 'base64'")
-    dim, kind, tokens = _dim(call, "output_dimension"), _kind(call), count_prompts(texts)
-    kept = len(_kept(call, texts))
-    embeddings: dict[str, list[Any]] = {}
-    for name in types:
-        floats = name == "float"
-        text = vectors.json_floats(dim, kind) if floats else vectors.json_base64(dim, "float32", "little", kind)
-        embeddings[name] = [orjson.Fragment(text)] * kept
+    tokens = count_prompts(texts)
+    embeddings = packed.cohere_embeddings(call, len(_kept(call, texts)))  # by embedding_types
     doc = {
         "id": _id("embed"),
         "embeddings": embeddings,
@@ -535,6 +531,8 @@ def tei_embed_sparse(call: Call) -> AnswerDraft | Reply:
         seed = zlib.crc32(orjson.dumps(prompt))
         entries = max(1, min(SPARSE_ENTRIES, count_prompt(prompt)))
         doc.append([{"index": (seed + 7919 * k) % 30522, "value": 0.125 * (k + 1)} for k in range(entries)])
+    if doc and call.fault == "sparse-bad-index":
+        doc[-1][-1]["index"] = -1
     headers = _tei_headers(call, tokens, sum(_chars(p) for p in prompts))
     return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(prompts))
 
