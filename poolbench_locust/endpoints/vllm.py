@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from poolbench_locust.endpoints import image_parts
 from poolbench_locust.endpoints.spec import (
     COHERE_TOKENS,
     NAMED_TRUNCATION,
@@ -14,6 +15,7 @@ from poolbench_locust.endpoints.spec import (
     Endpoint,
     Inputs,
     ParsedAnswer,
+    TokenPaths,
     data_answer,
     dimensions_field,
     model_field,
@@ -37,7 +39,7 @@ def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
     floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
     if not isinstance(floats, ARRAY):
         raise AnswerError("answer has no 'embeddings.float' list")
-    return ParsedAnswer(len(floats), None, floats)
+    return ParsedAnswer(len(floats), None, floats, image_tokens=COHERE_IMAGE_TOKENS.read(doc))
 
 
 OPENAI_INPUT_TYPES = ("query", "passage", "document")
@@ -48,6 +50,16 @@ document). vLLM's /v1/embeddings ignores it."""
 def _input_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
     """The body /v1/embeddings and /pooling share."""
     return {**model_field(settings), "input": list(inputs.texts), **_encoding_fields(settings)}
+
+
+def _chat_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
+    """The chat form of /v1/embeddings and /pooling: one conversation, its images as content parts."""
+    return {**model_field(settings), "messages": image_parts.chat_messages(inputs), **_encoding_fields(settings)}
+
+
+def _pooling_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
+    """/pooling takes images only in its chat form (`messages`): one conversation, one vector."""
+    return _chat_body(inputs, settings) if inputs.images else _input_body(inputs, settings)
 
 
 EMBEDDINGS = Endpoint(
@@ -64,25 +76,23 @@ EMBEDDINGS = Endpoint(
 EMBEDDINGS_CHAT = Endpoint(
     route="/v1/embeddings",
     shape="chat",
-    body=lambda x, s: {
-        **model_field(s),
-        "messages": list(x.messages) or [{"role": "user", "content": text} for text in x.texts],
-        **_encoding_fields(s),
-    },
+    body=_chat_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
     truncation=VLLM_TRUNCATION,
+    images="parts",
 )
 
 POOLING = Endpoint(
     route="/pooling",
     shape="texts",
-    body=_input_body,
+    body=_pooling_body,
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
     truncation=VLLM_TRUNCATION,
+    images="chat",
     cannot_send={
         "--dimensions": "vLLM's /pooling refuses it (400 'dimensions is currently not supported'); "
         "use EmbeddingsUser for Matryoshka dimensions",
@@ -92,9 +102,10 @@ POOLING = Endpoint(
 RERANK = Endpoint(
     route="/rerank",
     shape="pairs",
-    body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts)},
+    body=lambda x, s: {**model_field(s), "query": x.query, "documents": image_parts.vllm_documents(x)},
     answer=results_answer,
     tokens=RERANK_TOKENS,
+    images="parts",
     routes=("/v1/rerank", "/v2/rerank"),
     truncation=VLLM_TRUNCATION,
 )
@@ -103,8 +114,9 @@ RERANK = Endpoint(
 SCORE = Endpoint(
     route="/score",
     shape="pairs",
-    body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": list(x.texts)},
+    body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": image_parts.vllm_documents(x)},
     answer=data_answer(None),
+    images="parts",
     routes=("/v1/score",),
     truncation=VLLM_TRUNCATION,
 )
@@ -117,6 +129,9 @@ CLASSIFY = Endpoint(
     truncation=VLLM_TRUNCATION,
 )
 
+COHERE_IMAGE_TOKENS = TokenPaths("meta.billed_units.image_tokens")
+"""Cohere's count of the image tokens it billed, beside its input_tokens (vLLM's /v2/embed sends none)."""
+
 COHERE_EMBED = Endpoint(
     route="/v2/embed",
     shape="texts",
@@ -124,13 +139,14 @@ COHERE_EMBED = Endpoint(
         **model_field(s),
         # input_type only with --input-type: vLLM refuses every one (400) for a model that defines no task
         # instructions, and Cohere's own API every request without one for its v3+ models.
-        "texts": list(x.texts),
+        **({"inputs": image_parts.cohere_inputs(x)} if x.images else {"texts": list(x.texts)}),
         "embedding_types": ["float"],
         **dimensions_field(s, "output_dimension"),
     },
     answer=_cohere_embed_answer,
     tokens=COHERE_TOKENS,
     vectors=True,
+    images="parts",
     truncation=NAMED_TRUNCATION,  # vLLM's /v2/embed too: truncate NONE, START or END (its default)
     input_types=COHERE_INPUT_TYPES,
     input_type_required=cohere_needs_input_type,
