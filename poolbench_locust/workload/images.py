@@ -2,7 +2,8 @@
 sent as data URLs.
 
 A generated image is a mosaic of 8x8 blocks of colours drawn from --seed: the same seed makes the same
-bytes. Every image of a run is distinct (its last band of blocks holds its own number and colours), so
+bytes. Every image of a run is distinct (its last band of blocks holds its own number and colours: 2**24
+distinct numbers in an image 24 pixels wide or more, a JPEG's 256 a block below that), so
 that no server cache of images (vLLM hashes each image it is sent) answers one it has seen. Both formats
 are written without an image library: PNG with zlib, JPEG as a baseline JPEG whose blocks are flat (only
 their DC coefficient), which any decoder reads. The part all images of a kind share is encoded once per
@@ -67,11 +68,15 @@ def _png_base(seed: int, width: int, height: int) -> _PngBase:
     return _PngBase(b"".join(parts), deflate, last_rows)
 
 
-def _band(seed: int, index: int, blocks: int) -> list[bytes]:
-    """The colours of image `index`'s last band: its number in the first blocks' bytes, then seeded colours."""
-    number = index.to_bytes(9, "big")
+def _band(seed: int, index: int, blocks: int, luma_only: bool = False) -> list[bytes]:
+    """The colours of image `index`'s last band: its number in the first blocks (the low bytes first, so that
+    a narrow image holds as much of it as fits), then colours drawn from the seed. A JPEG's blocks are YCbCr:
+    its number goes in the luma alone (grey), which every decoder turns back into the same pixels, where a
+    number in the chroma could be clipped to the same RGB."""
+    number = index.to_bytes(9, "big")[::-1]
+    grey = [bytes((b, 128, 128)) for b in number[:3]]
+    colours = grey if luma_only else [number[i : i + 3] for i in range(0, 9, 3)]
     rng = random.Random(f"band {seed} {index}")
-    colours = [number[i : i + 3] for i in range(0, 9, 3)][::-1]  # the low bytes first: distinct in one block
     return (colours + [rng.randbytes(3) for _ in range(blocks)])[:blocks]
 
 
@@ -171,7 +176,7 @@ def _jpeg_base(seed: int, width: int, height: int) -> _JpegBase:
 def jpeg(seed: int, index: int, width: int, height: int) -> bytes:
     base = _jpeg_base(seed, width, height)
     bits, dc = base.bits.copy(), list(base.dc)
-    _mcus(bits, dc, _band(seed, index, -(-width // BLOCK)))
+    _mcus(bits, dc, _band(seed, index, -(-width // BLOCK), luma_only=True))
     frame = struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x11\x00\x02\x11\x00\x03\x11\x00"
     return b"\xff\xd8" + _DQT + b"\xff\xc0" + frame + _DHT + _SOS + bits.end() + b"\xff\xd9"
 
