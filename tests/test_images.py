@@ -247,3 +247,19 @@ def test_the_pool_stops_growing_at_its_byte_bound(monkeypatch):
     bounded = plan_for(pb.EmbeddingsChatUser, options("--images", "4", "--image-size", "64x64"))
     assert 3 <= len(bounded.requests) <= 4
     assert [r.body for r in bounded.requests] == [r.body for r in full.requests[: len(bounded.requests)]]
+
+
+def test_a_parquet_image_column_of_hugging_faces_image_feature_is_read(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    inline = images.png(3, 0, 20, 10)
+    beside = _write_png(tmp_path / "beside.png", 1)
+    rows = [{"bytes": inline, "path": None}, {"bytes": None, "path": "beside.png"}, {"bytes": b"junk", "path": None}]
+    pq.write_table(pa.table({"text": ["a cat", "a dog"], "image": rows[:2]}), tmp_path / "good.parquet")
+    plan = plan_for(pb.InfinityEmbeddingsUser, options("--dataset", f"file:{tmp_path / 'good.parquet'}"))
+    sent = [from_data_url(u) for r in plan.requests[:2] for u in orjson.loads(r.body)["input"]]
+    assert sent == [inline, beside], "the struct's bytes, or its path relative to the file"
+
+    pq.write_table(pa.table({"image": rows}), tmp_path / "bad.parquet")
+    with pytest.raises(OptionError, match=r"bad\.parquet row 2: image bytes are not a readable PNG or JPEG"):
+        plan_for(pb.InfinityEmbeddingsUser, options("--dataset", f"file:{tmp_path / 'bad.parquet'}"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -215,6 +215,14 @@ def dataset_image(value: object, base: Path | None, where: str) -> str:
     """One image a dataset names: an http(s) URL, sent as is; a data URL, or a file (relative to the dataset's
     own folder), checked to be a readable PNG or JPEG (a file kept as a file: URL, sent as a data URL).
     OptionError of --dataset naming the place and the image otherwise."""
+    if isinstance(value, Mapping):  # Hugging Face's Image feature: {"bytes", "path"}
+        if isinstance(value.get("bytes"), bytes):
+            try:
+                info = read_image(value["bytes"])
+            except ImageError as e:
+                raise OptionError("--dataset", f"{where}: image bytes are not a readable PNG or JPEG: {e}") from None
+            return data_url(info.format, value["bytes"])
+        value = value.get("path")
     if not isinstance(value, str) or not value.strip():
         raise OptionError("--dataset", f"{where}: field 'image' holds something other than a path or URL")
     if value.startswith(("http://", "https://")):
