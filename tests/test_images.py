@@ -15,8 +15,9 @@ import requests
 import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.imageformats import from_data_url, read_image
-from poolbench_locust.options import OptionError
+from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import images, pool
+from poolbench_locust.workload.datasets import load_file
 from tests.support.bad_then_good import assert_failed_then_ok
 from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import response
@@ -263,3 +264,12 @@ def test_a_parquet_image_column_of_hugging_faces_image_feature_is_read(tmp_path)
     pq.write_table(pa.table({"image": rows}), tmp_path / "bad.parquet")
     with pytest.raises(OptionError, match=r"bad\.parquet row 2: image bytes are not a readable PNG or JPEG"):
         plan_for(pb.InfinityEmbeddingsUser, options("--dataset", f"file:{tmp_path / 'bad.parquet'}"))
+
+
+def test_a_dataset_stops_reading_at_its_bound_of_inline_image_bytes(tmp_path, monkeypatch):
+    url = images.generated(Settings(image_size=(20, 10)), 0)
+    lines = [orjson.dumps({"text": f"t{i}", "image": url}).decode() for i in range(10)]
+    (tmp_path / "inline.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(images, "DATASET_IMAGE_BYTES", 3 * len(url))
+    records = load_file(str(tmp_path / "inline.jsonl"), "texts")
+    assert len(records) == 3, "images held inline count against the bound; files, held as paths, do not"

@@ -16,6 +16,7 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError
+from poolbench_locust.workload import images
 from poolbench_locust.workload.records import fail, record_inputs
 
 BATCH_ROWS = 1024
@@ -61,8 +62,12 @@ def _records(
     rows: Iterator[Mapping[str, Any]], shape: Shape, columns: list[str], where: str, limit: int, base: Path | None
 ) -> list[Inputs]:
     records = []
+    held = 0
     for number, row in enumerate(rows):
         records.append(record_inputs(row, shape, f"{where} row {number}", columns[0], base))
+        held += images.inline_bytes(records[-1])
+        if held >= images.DATASET_IMAGE_BYTES:
+            break
         if len(records) >= limit:
             break
     return records

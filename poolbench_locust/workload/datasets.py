@@ -194,13 +194,15 @@ def records_wanted(settings: Settings, shape: Shape) -> int:
 
 def _jsonl_records(path: Path, shape: Shape, limit: int, column: str | None) -> list[Inputs]:
     records = []
+    held = 0
     for number, line in lines_of(path):
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as e:
             raise _fail(f"{path}:{number}", f"not JSON: {e}") from None
         records.append(record_inputs(record, shape, f"{path}:{number}", column or "text", path.parent))
-        if len(records) >= limit:
+        held += images.inline_bytes(records[-1])
+        if len(records) >= limit or held >= images.DATASET_IMAGE_BYTES:
             break
     return records
 

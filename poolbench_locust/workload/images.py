@@ -210,6 +210,15 @@ def with_generated(inputs: Inputs, numbers: ImageNumbers) -> Inputs:
 
 # ---- images of a dataset ---------------------------------------------------------------------------
 
+DATASET_IMAGE_BYTES = 256 * 1024 * 1024
+"""The most bytes of images a dataset's records hold inline (data URLs, a table's image bytes): reading stops
+there, as it stops at the records a pool can use. Files are held as paths and cost nothing here."""
+
+
+def inline_bytes(inputs: Inputs) -> int:
+    """Bytes of the images `inputs` hold inline (data URLs), not as file paths or http(s) URLs."""
+    return sum(len(url) for urls in inputs.images for url in urls if url.startswith("data:"))
+
 
 def dataset_image(value: object, base: Path | None, where: str) -> str:
     """One image a dataset names: an http(s) URL, sent as is; a data URL, or a file (relative to the dataset's
