@@ -22,7 +22,10 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
     # add to Locust's pages, the HTML tables, the early exit.
-    ("base", ("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "lifecycle", "texttable")),
+    (
+        "base",
+        ("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "lifecycle", "texttable", "imageformats"),
+    ),
     ("options", ("options",)),  # the option registry, its parsers and Settings
     ("access", ("access", "host_probe")),  # where the API key may go; --host checked at start
     ("servers", ("endpoints", "mockserver")),  # what each server speaks: the client's declarations, the mock

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolbench_locust.endpoints import packed
+from poolbench_locust.endpoints import image_parts, packed
 from poolbench_locust.endpoints.spec import (
     Endpoint,
     ParsedAnswer,
@@ -37,11 +37,12 @@ INFINITY_EMBEDDINGS = Endpoint(
     server="infinity",
     body=lambda x, s: {
         **model_field(s),
-        "input": list(x.texts),
+        **({"input": image_parts.images_alone(x), "modality": "image"} if x.images else {"input": list(x.texts)}),
         "encoding_format": s.encoding_format,
         **packed.infinity_dimensions_field(s),
     },
     answer=data_answer("embedding"),
+    images="alone",  # modality "image": each input an image URL or data URI, one embedding each
     encodings=frozenset({"float", "base64"}),
     vectors=True,
     embedding_types=packed.INFINITY_TYPES,  # the server's --embedding-dtype: its request has no such field

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from poolbench_locust.endpoints.spec import AnswerError, Endpoint, ParsedAnswer, ServerAsk
+from poolbench_locust.endpoints.spec import COHERE_IMAGE_TOKENS, AnswerError, Endpoint, ParsedAnswer, ServerAsk
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import BIT_PACKED, cohere_needs_input_type
@@ -40,7 +40,8 @@ def embedding_types_field(settings: Settings) -> dict[str, list[str]]:
 
 
 def cohere_answer(kind: str) -> Callable[[Any], ParsedAnswer]:
-    """Reader of a /v2/embed answer's `embeddings.<kind>` list: one embedding per input."""
+    """Reader of a /v2/embed answer's `embeddings.<kind>` list (one embedding per input) and of the image
+    tokens Cohere bills beside its input tokens."""
     where = f"embeddings.{kind}"
 
     def read(doc: Any) -> ParsedAnswer:
@@ -48,7 +49,7 @@ def cohere_answer(kind: str) -> Callable[[Any], ParsedAnswer]:
         vectors = embeddings.get(kind) if isinstance(embeddings, Mapping) else None
         if not isinstance(vectors, ARRAY):
             raise AnswerError(f"answer has no {where!r} list")
-        return ParsedAnswer(len(vectors), None, vectors)
+        return ParsedAnswer(len(vectors), None, vectors, image_tokens=COHERE_IMAGE_TOKENS.read(doc))
 
     return read
 

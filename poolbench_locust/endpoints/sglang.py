@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from poolbench_locust.endpoints import image_parts
 from poolbench_locust.endpoints.spec import (
     AnswerError,
     Endpoint,
@@ -54,8 +55,14 @@ SGLANG_RERANK = Endpoint(
     shape="pairs",
     server="sglang",
     # return_documents defaults to true: the documents back would only add bytes the test did not ask for.
-    body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts), "return_documents": False},
+    body=lambda x, s: {
+        **model_field(s),
+        "query": x.query,
+        "documents": image_parts.sglang_documents(x),
+        "return_documents": False,
+    },
     answer=_rerank_answer,
+    images="parts",
     tokens=TokenPaths("[].meta_info.prompt_tokens"),
     cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )

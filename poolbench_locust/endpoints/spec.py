@@ -28,6 +28,9 @@ class Inputs:
     query: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()
     """A chat conversation as a dataset gave it (roles included); empty for synthetic chats."""
+    images: tuple[tuple[str, ...], ...] = ()
+    """The images of each text (of each document of a query), as URLs (data: or http(s):); empty: none.
+    A text may be empty when its input is images alone (a folder of images)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,8 @@ class ParsedAnswer:
     vectors: Sequence[Any] = ()
     """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
     vector checks; empty for answers that hold none (rerank, score, classify)."""
+    image_tokens: int | None = None
+    """The server's count of image tokens where its answer gives one apart (Cohere), checked (token_count)."""
     server_ms: Mapping[str, float] = field(default_factory=dict)
     """The server's own timings the answer carries, in ms, by the request context's key (server_queue_ms,
     server_inference_ms, ...), checked by the reader (`server_duration`): shown beside the client's."""
@@ -107,6 +112,8 @@ USAGE_TOKENS = TokenPaths("usage.prompt_tokens", "usage.total_tokens")
 """OpenAI's usage; Voyage sends only `total_tokens` (for pooling, all of them are prompt tokens)."""
 COHERE_TOKENS = TokenPaths("meta.tokens.input_tokens", "meta.billed_units.input_tokens")
 """Cohere v2's `meta`: `tokens` is optional; its rerank may bill only `search_units`, which are not tokens."""
+COHERE_IMAGE_TOKENS = TokenPaths("meta.billed_units.image_tokens")
+"""Cohere's count of the image tokens it billed, beside its input_tokens (vLLM's /v2/embed sends none)."""
 NO_TOKENS = TokenPaths()
 """A route whose JSON holds no count (TEI: its count comes in the `x-compute-tokens` header)."""
 
@@ -157,6 +164,12 @@ class Endpoint:
     /v1/embeddings: float only)."""
     token_rows: bool = False
     """Every answer is token-level, one row per input token (TEI's /embed_all), whatever --pooling-task says."""
+    images: Literal["parts", "chat", "alone"] | None = None
+    """How the route takes images (--images, a dataset's images; workload/images.py): "parts", beside each
+    input's text as content parts (one vector or score per input, one per conversation of a chat); "chat",
+    the request becomes one chat conversation of its texts and their images (vLLM's /pooling: one vector);
+    "alone", each image an input of its own (one vector per image; the texts are not sent); None, not at
+    all: --images, or a dataset with images, stops the run at start."""
     cannot_send: Mapping[str, str] = field(default_factory=dict)
     """Options this route cannot honour, flag -> why: given a value other than its default, one
     stops the run at start, instead of a run that measures something else than was asked."""

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from poolbench_locust.endpoints import packed
+from poolbench_locust.endpoints import image_parts, packed
 from poolbench_locust.endpoints.spec import (
     COHERE_TOKENS,
     NAMED_TRUNCATION,
     RERANK_TOKENS,
     VLLM_TRUNCATION,
-    AnswerError,
     Endpoint,
     Inputs,
-    ParsedAnswer,
     data_answer,
     dimensions_field,
     model_field,
     results_answer,
 )
-from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import COHERE_INPUT_TYPES, ENCODINGS, cohere_needs_input_type
 
@@ -31,14 +27,6 @@ def _encoding_fields(settings: Settings) -> dict[str, Any]:
         fields["embed_dtype"] = settings.embed_dtype
         fields["endianness"] = settings.endianness
     return fields | dimensions_field(settings)
-
-
-def _cohere_embed_answer(doc: Any) -> ParsedAnswer:
-    embeddings = doc.get("embeddings") if isinstance(doc, Mapping) else None
-    floats = embeddings.get("float") if isinstance(embeddings, Mapping) else None
-    if not isinstance(floats, ARRAY):
-        raise AnswerError("answer has no 'embeddings.float' list")
-    return ParsedAnswer(len(floats), None, floats)
 
 
 OPENAI_INPUT_TYPES = ("query", "passage", "document")
@@ -57,10 +45,16 @@ def _late_chunking(settings: Settings) -> dict[str, Any]:
     return {"late_chunking_params": {"chunk_size": settings.late_chunk_size}} if settings.late_chunk_size else {}
 
 
+def _chat_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
+    """The chat form of /v1/embeddings and /pooling: one conversation, its images as content parts."""
+    return {**model_field(settings), "messages": image_parts.chat_messages(inputs), **_encoding_fields(settings)}
+
+
 def _pooling_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
-    """/pooling names its task only when --pooling-task gives one: vLLM's default is the model's own."""
+    """/pooling takes images only in its chat form (`messages`): one conversation, one vector. It names its
+    task only when --pooling-task gives one: vLLM's default is the model's own."""
     task = {"task": settings.pooling_task} if settings.pooling_task else {}
-    return {**_input_body(inputs, settings), **task}
+    return {**(_chat_body(inputs, settings) if inputs.images else _input_body(inputs, settings)), **task}
 
 
 EMBEDDINGS = Endpoint(
@@ -80,15 +74,12 @@ EMBEDDINGS = Endpoint(
 EMBEDDINGS_CHAT = Endpoint(
     route="/v1/embeddings",
     shape="chat",
-    body=lambda x, s: {
-        **model_field(s),
-        "messages": list(x.messages) or [{"role": "user", "content": text} for text in x.texts],
-        **_encoding_fields(s),
-    },
+    body=_chat_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,
     truncation=VLLM_TRUNCATION,
+    images="parts",
 )
 
 POOLING = Endpoint(
@@ -102,6 +93,7 @@ POOLING = Endpoint(
     # embed&token_classify is answered only through an IO processor plugin (wire.EMBED_AND_TOKEN_CLASSIFY_REFUSED).
     pooling_tasks=frozenset({"embed", "classify", "token_embed", "token_classify"}),
     token_encodings=frozenset(ENCODINGS),
+    images="chat",
     cannot_send={
         "--dimensions": "vLLM's /pooling refuses it (400 'dimensions is currently not supported'); "
         "use EmbeddingsUser for Matryoshka dimensions",
@@ -111,9 +103,10 @@ POOLING = Endpoint(
 RERANK = Endpoint(
     route="/rerank",
     shape="pairs",
-    body=lambda x, s: {**model_field(s), "query": x.query, "documents": list(x.texts)},
+    body=lambda x, s: {**model_field(s), "query": x.query, "documents": image_parts.vllm_documents(x)},
     answer=results_answer,
     tokens=RERANK_TOKENS,
+    images="parts",
     routes=("/v1/rerank", "/v2/rerank"),
     truncation=VLLM_TRUNCATION,
 )
@@ -122,8 +115,9 @@ RERANK = Endpoint(
 SCORE = Endpoint(
     route="/score",
     shape="pairs",
-    body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": list(x.texts)},
+    body=lambda x, s: {**model_field(s), "text_1": x.query, "text_2": image_parts.vllm_documents(x)},
     answer=data_answer(None),
+    images="parts",
     routes=("/v1/score",),
     truncation=VLLM_TRUNCATION,
 )
@@ -143,13 +137,14 @@ COHERE_EMBED = Endpoint(
         **model_field(s),
         # input_type only with --input-type: vLLM refuses every one (400) for a model that defines no task
         # instructions, and Cohere's own API every request without one for its v3+ models.
-        "texts": list(x.texts),
+        **({"inputs": image_parts.cohere_inputs(x)} if x.images else {"texts": list(x.texts)}),
         **packed.embedding_types_field(s),
         **dimensions_field(s, "output_dimension"),
     },
-    answer=_cohere_embed_answer,
+    answer=packed.cohere_answer("float"),
     tokens=COHERE_TOKENS,
     vectors=True,
+    images="parts",
     truncation=NAMED_TRUNCATION,  # vLLM's /v2/embed too: truncate NONE, START or END (its default)
     input_types=COHERE_INPUT_TYPES,
     input_type_required=cohere_needs_input_type,

@@ -88,8 +88,11 @@ def check_json(
             packed.check_first(answer.vectors[0], form)
         else:
             _check_vector(answer.vectors[0], settings)
-    if context is not None and answer.server_ms:
-        context.update(answer.server_ms)
+    if context is not None:
+        if answer.server_ms:
+            context.update(answer.server_ms)
+        if answer.image_tokens is not None:  # Cohere's billed image tokens, apart from its input tokens
+            context["image_tokens"] = answer.image_tokens
     return tokens  # nothing that reads the lazy document outlives this call
 
 

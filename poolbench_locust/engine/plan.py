@@ -84,6 +84,13 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
             f"{user_class.__name__} ({endpoint.route}) cannot answer {settings.encoding_format}; it answers {kinds}",
         )
     _check_pooling_task(user_class, settings)
+    if settings.images and endpoint.images is None:
+        raise OptionError(
+            "--images",
+            f"{user_class.__name__} ({endpoint.route}) cannot send images: its server takes none; images go to "
+            "EmbeddingsChatUser, PoolingUser, RerankUser, ScoreUser, CohereEmbedUser, SGLangRerankUser and "
+            "InfinityEmbeddingsUser",
+        )
     if (refused := endpoint.refused_option(settings)) is not None:
         flag, why = refused
         value = getattr(settings, BY_FLAG[flag].dest)

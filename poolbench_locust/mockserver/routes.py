@@ -16,7 +16,15 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.mockserver import faults, kserve_routes, ollama_routes, packed, token_routes, vectors
+from poolbench_locust.mockserver import (
+    faults,
+    image_inputs,
+    kserve_routes,
+    ollama_routes,
+    packed,
+    token_routes,
+    vectors,
+)
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler
 from poolbench_locust.mockserver.calls import dim as _dim
 from poolbench_locust.mockserver.calls import kept as _kept
@@ -85,6 +93,8 @@ def _prompts(value: Any, name: str) -> list[Any]:
 def _text(value: Any, name: str) -> str:
     if isinstance(value, Mapping) and isinstance(value.get("text"), str):
         return value["text"]  # Cohere-style {"text": ...} documents
+    if not isinstance(value, str) and (text := image_inputs.document(value, name, image_inputs.Seen())) is not None:
+        return text  # a document with images: vLLM's {"content": [parts]}, SGLang's [parts]
     if not isinstance(value, str):
         raise BadRequest(f"{name!r} must hold strings")
     return value
@@ -226,6 +236,7 @@ def _embedding_route(item: str, key: str) -> Handler:
             messages = call.body["messages"]
             if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
                 raise BadRequest("'messages' must be a non-empty list of chat messages")
+            image_inputs.Seen().messages(messages)
             # A conversation is one sequence: one embedding for all its messages.
             return _embed(call, [messages], _vllm_tokens(call, [count_prompts(messages)]), item, key, ENCODINGS)
         prompts = _prompts(_required(call, "input"), "input")
@@ -247,16 +258,33 @@ def _embedding_route(item: str, key: str) -> Handler:
 
 def infinity_embeddings(call: Call) -> AnswerDraft | Reply:
     prompts = _prompts(_required(call, "input"), "input")
+    modality = call.body.get("modality", "text")
+    if modality == "image":  # each input an image URL or data URI, decoded; its usage: one per image
+        for i, url in enumerate(prompts):
+            image_inputs.image(url, f"input[{i}]")
+        tokens = len(prompts)
+    elif modality != "text":
+        raise BadRequest(f"modality {str(modality)[:20]!r} is not served by the mock: text or image")
+    else:
+        tokens = _infinity_tokens(call, prompts)
     if call.config.infinity_dtype != "float32":  # started with a packed --embedding-dtype
-        return packed.infinity_embeddings(call, prompts, _infinity_tokens(call, prompts))
-    return _embed(call, prompts, _infinity_tokens(call, prompts), "embedding", "embedding", ("float", "base64"))
+        return packed.infinity_embeddings(call, prompts, tokens)
+    return _embed(call, prompts, tokens, "embedding", "embedding", ("float", "base64"))
 
 
 def cohere_embed(call: Call) -> AnswerDraft | Reply:
     """/v2/embed as vLLM answers it, or (cohere flavor) as Cohere's API does."""
-    texts = call.body.get("texts") or call.body.get("inputs")
+    texts = call.body.get("texts") or call.body.get("inputs") or call.body.get("images")
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str | Mapping) for t in texts):
-        raise BadRequest("'texts' (or 'inputs') must be a non-empty list")
+        raise BadRequest("'texts' (or 'inputs', or 'images') must be a non-empty list")
+    seen = image_inputs.Seen()
+    if "images" in call.body and "texts" not in call.body and "inputs" not in call.body:
+        for i, url in enumerate(texts):
+            seen.add(url, f"images[{i}]")
+        texts = [""] * len(texts)  # no text to count
+    for i, item in enumerate(texts):
+        if isinstance(item, Mapping):  # an input of content parts: text and images
+            seen.parts(item.get("content"), f"inputs[{i}]")
     if call.body.get("truncate", "END") not in ("NONE", "START", "END"):
         raise BadRequest("truncate: Input should be 'NONE', 'START' or 'END'")
     input_type = call.body.get("input_type")
@@ -269,9 +297,11 @@ def cohere_embed(call: Call) -> AnswerDraft | Reply:
     doc = {
         "id": _id("embed"),
         "embeddings": embeddings,
-        "texts": [t for t in texts if isinstance(t, str)],
+        "texts": [t for t in texts if isinstance(t, str) and t],
         "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": tokens}},
     }
+    if call.controls.flavor == "cohere" and seen.images:  # Cohere bills image tokens apart
+        doc["meta"]["billed_units"]["image_tokens"] = seen.tokens()
     return AnswerDraft(doc, tokens=tokens, sequences=len(texts))
 
 

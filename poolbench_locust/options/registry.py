@@ -323,8 +323,8 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--images",
             whole(0),
             0,
-            "Images per input (per request for a rerank or score query's documents), generated from --seed, all "
-            "distinct, sent as data URLs in the form the class's server takes.",
+            "Images per input (for rerank and score: per document, beside its text), generated from --seed, all "
+            "distinct, sent as data URLs in the form the class's server takes (Infinity: the images alone).",
             label="Images per input",
         ),
         Option(

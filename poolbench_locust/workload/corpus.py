@@ -16,6 +16,7 @@ from typing import Any
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError
+from poolbench_locust.workload import images
 from poolbench_locust.workload.records import fail, record_inputs
 
 BATCH_ROWS = 1024
@@ -34,6 +35,21 @@ def columns_for(shape: Shape, column: str | None) -> list[str]:
     return {"texts": [column or "text"], "pairs": ["query", "documents"], "chat": ["messages"]}[shape]
 
 
+IMAGE_COLUMN = "image"
+"""A table's image column (Hugging Face's Image feature: a struct of `bytes` and `path`; or paths or URLs):
+read beside the texts (or alone) for embeddings and chat, when the table has one."""
+
+
+def with_images(columns: list[str], names: list[str], shape: Shape) -> list[str]:
+    """The columns to read: `columns`, and the image column where the table has one; a table of images
+    without texts is read for its images alone."""
+    if shape == "pairs" or IMAGE_COLUMN not in names or IMAGE_COLUMN in columns:
+        return columns
+    if shape == "texts" and columns[0] not in names:
+        return [IMAGE_COLUMN]
+    return [*columns, IMAGE_COLUMN]
+
+
 def _missing(where: str, names: Iterable[str], wanted: list[str]) -> None:
     have = list(names)
     for name in wanted:
@@ -43,11 +59,15 @@ def _missing(where: str, names: Iterable[str], wanted: list[str]) -> None:
 
 
 def _records(
-    rows: Iterator[Mapping[str, Any]], shape: Shape, columns: list[str], where: str, limit: int
+    rows: Iterator[Mapping[str, Any]], shape: Shape, columns: list[str], where: str, limit: int, base: Path | None
 ) -> list[Inputs]:
     records = []
+    held = 0
     for number, row in enumerate(rows):
-        records.append(record_inputs(row, shape, f"{where} row {number}", columns[0]))
+        records.append(record_inputs(row, shape, f"{where} row {number}", columns[0], base))
+        held += images.inline_bytes(records[-1])
+        if held >= images.DATASET_IMAGE_BYTES:
+            break
         if len(records) >= limit:
             break
     return records
@@ -58,20 +78,22 @@ def parquet_records(path: Path, shape: Shape, column: str | None, limit: int) ->
         import pyarrow.parquet as pq
     except ImportError:
         raise fail(str(path), f"reading Parquet needs pyarrow: {EXTRA}") from None
-    columns = columns_for(shape, column)
     try:
         # Buffered reads page by page: unbuffered, pyarrow reads a row group's whole column chunk at once
         # (a file of 250 MB in one row group cost 83 MB to take 10,000 rows; buffered, 23 MB).
         table = pq.ParquetFile(path, buffer_size=PARQUET_BUFFER, pre_buffer=False)
     except Exception as e:  # pyarrow raises its own ArrowInvalid and OSError kinds for a file that is not Parquet
         raise fail(str(path), f"not a Parquet file: {e}") from None
-    _missing(str(path), table.schema_arrow.names, columns)
+    names = list(table.schema_arrow.names)
+    wanted = columns_for(shape, column)
+    read = with_images(wanted, names, shape)
+    _missing(str(path), names, read)
 
     def rows() -> Iterator[Mapping[str, Any]]:
-        for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=read):
             yield from batch.to_pylist()
 
-    return _records(rows(), shape, columns, str(path), limit)
+    return _records(rows(), shape, wanted, str(path), limit, path.parent)
 
 
 def _datasets_offline() -> Any:
@@ -103,15 +125,25 @@ def _split(found: Any, where: str, split: str | None) -> Any:
 
 
 def _dataset_records(dataset: Any, shape: Shape, column: str | None, where: str, limit: int) -> list[Inputs]:
-    columns = columns_for(shape, column)
+    wanted = columns_for(shape, column)
+    columns = with_images(wanted, list(dataset.column_names), shape)
     _missing(where, dataset.column_names, columns)
+    if IMAGE_COLUMN in columns:  # the Image feature's struct of bytes and path, not a decoded PIL image
+        dataset = dataset.cast_column(IMAGE_COLUMN, _undecoded_image(dataset.features[IMAGE_COLUMN]))
 
     def rows() -> Iterator[Mapping[str, Any]]:
         for batch in dataset.select_columns(columns).iter(batch_size=BATCH_ROWS):
             for index in range(len(batch[columns[0]])):
                 yield {name: batch[name][index] for name in columns}
 
-    return _records(rows(), shape, columns, where, limit)
+    return _records(rows(), shape, wanted, where, limit, None)
+
+
+def _undecoded_image(feature: Any) -> Any:
+    """An Image feature that hands over its bytes and path instead of a PIL image (datasets' decode=False)."""
+    if type(feature).__name__ == "Image":
+        return type(feature)(decode=False)
+    return feature
 
 
 def saved_records(path: Path, shape: Shape, column: str | None, limit: int) -> list[Inputs]:

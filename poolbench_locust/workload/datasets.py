@@ -16,7 +16,7 @@ import orjson
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.workload import corpus
+from poolbench_locust.workload import corpus, images
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs, text_field
 from poolbench_locust.workload.tokens import TokenCounter
@@ -128,7 +128,11 @@ class FileDataset:
         if self.shape != "texts":
             return self._next()
         batch = self.settings.batch_size.draw(rng)
-        return Inputs(tuple(self._next().texts[0] for _ in range(batch)))
+        records = [self._next() for _ in range(batch)]
+        texts = tuple(r.texts[0] for r in records)
+        if not any(r.images for r in records):
+            return Inputs(texts)
+        return Inputs(texts, images=tuple(r.images[0] if r.images else () for r in records))
 
     def size_hint(self) -> int:
         per_request = 1 if self.shape != "texts" else max(self.settings.batch_size.lo, 1)
@@ -190,13 +194,15 @@ def records_wanted(settings: Settings, shape: Shape) -> int:
 
 def _jsonl_records(path: Path, shape: Shape, limit: int, column: str | None) -> list[Inputs]:
     records = []
+    held = 0
     for number, line in lines_of(path):
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as e:
             raise _fail(f"{path}:{number}", f"not JSON: {e}") from None
-        records.append(record_inputs(record, shape, f"{path}:{number}", column or "text"))
-        if len(records) >= limit:
+        records.append(record_inputs(record, shape, f"{path}:{number}", column or "text", path.parent))
+        held += images.inline_bytes(records[-1])
+        if len(records) >= limit or held >= images.DATASET_IMAGE_BYTES:
             break
     return records
 
@@ -215,10 +221,19 @@ def _txt_records(path: Path, shape: Shape, limit: int) -> list[Inputs]:
     return records
 
 
+def _folder_records(path: Path, shape: Shape, limit: int) -> list[Inputs]:
+    """A folder of PNG and JPEG files: each an input of one image alone (a chat of one user message)."""
+    if shape == "pairs":
+        raise _fail(str(path), "a folder of images has no queries: rerank/score need .jsonl (query, documents)")
+    return [Inputs(("",), images=((url,),)) for url in images.folder_images(path, limit)]
+
+
 def load_file(path_text: str, shape: Shape, limit: int = MOST_REQUESTS, column: str | None = None) -> list[Inputs]:
     """The first `limit` records of a file (or of a `datasets` save_to_disk directory), checked."""
     path = Path(path_text)
-    if path.is_dir():
+    if path.is_dir() and images.is_image_folder(path):
+        records = _folder_records(path, shape, limit)
+    elif path.is_dir():
         records = corpus.saved_records(path, shape, column, limit)
     elif not path.is_file():
         raise _fail(str(path), "no such file")

@@ -7,6 +7,7 @@ is drawn from one `random.Random(--seed)`, so the same seed prepares the same re
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from typing import Any
 import orjson
 
 from poolbench_locust.endpoints.spec import Endpoint, Inputs
-from poolbench_locust.options import Settings
+from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.workload import images
 from poolbench_locust.workload.datasets import Dataset
 from poolbench_locust.workload.request_fields import merged, request_fields
 from poolbench_locust.workload.tokens import TokenCounter
@@ -45,13 +47,19 @@ def prepare(
 ) -> PreparedRequest:
     """One request; `fields` (request_fields.request_fields) merged into its body; with `per_input`, each
     input's own token count kept beside their sum."""
-    # orjson's bytes keep the whole buffer it wrote into (8 KiB for a 600-byte body): a pool of 10,000 such
-    # bodies held 78 MiB (bench/dataset_memory.py). A copy of the body's own size holds 6 MiB.
-    body = bytes(memoryview(orjson.dumps(merged(endpoint.body(inputs, settings), fields))))
+    if inputs.images:
+        inputs = images.sendable(endpoint, inputs)
+        if endpoint.images == "alone":  # each image one input, one vector; the texts are not sent
+            count = sum(len(i) for i in inputs.images)
+            return PreparedRequest(_body(endpoint, settings, inputs, fields), count, 0, count)
+        if endpoint.images == "chat":  # one conversation of the texts and their images: one vector
+            tokens = sum(counter.count(t) for t in inputs.texts if t)
+            return PreparedRequest(_body(endpoint, settings, inputs, fields), 1, tokens, 1)
+    body = _body(endpoint, settings, inputs, fields)
     if per_input and endpoint.shape == "texts":
         counts = tuple(counter.count(t) for t in inputs.texts)
         return PreparedRequest(body, len(counts), sum(counts), len(counts), counts)
-    tokens = sum(counter.count(t) for t in inputs.texts)
+    tokens = sum(counter.count(t) for t in inputs.texts if t)
     if endpoint.shape == "pairs":
         pairs = len(inputs.texts)
         return PreparedRequest(body, pairs, tokens + pairs * counter.count(inputs.query), pairs)
@@ -60,10 +68,46 @@ def prepare(
     return PreparedRequest(body, len(inputs.texts), tokens, len(inputs.texts))
 
 
+def _body(endpoint: Endpoint, settings: Settings, inputs: Inputs, fields: Mapping[str, Any]) -> bytes:
+    # orjson's bytes keep the whole buffer it wrote into (8 KiB for a 600-byte body): a pool of 10,000 such
+    # bodies held 78 MiB (bench/dataset_memory.py). A copy of the body's own size holds 6 MiB.
+    return bytes(memoryview(orjson.dumps(merged(endpoint.body(inputs, settings), fields))))
+
+
+POOL_BYTES = 128 * 1024 * 1024
+"""The most bytes of bodies a pool holds: images make a body megabytes (64 of 512x512 are 1.6 MB), and a
+pool of 10,000 such bodies would hold gigabytes. The pool stops growing here (after its first body)."""
+
+logger = logging.getLogger("poolbench_locust")
+
+
 def request_pool(
     endpoint: Endpoint, settings: Settings, dataset: Dataset, counter: TokenCounter, per_input: bool = False
 ) -> list[PreparedRequest]:
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
-    draws = range(dataset.size_hint())
-    return [prepare(endpoint, settings, dataset.draw(rng), counter, fields, per_input) for _ in draws]
+    numbers = images.ImageNumbers(settings) if settings.images else None
+    pool: list[PreparedRequest] = []
+    held = 0
+    wanted = dataset.size_hint()
+    for _ in range(wanted):
+        inputs = dataset.draw(rng)
+        if inputs.images and endpoint.images is None:
+            raise OptionError("--dataset", f"its records hold images, which {endpoint.route} does not take")
+        if numbers is not None:
+            if inputs.images:
+                raise OptionError("--images", "the dataset brings its own images: leave --images out")
+            inputs = images.with_generated(inputs, numbers)
+        request = prepare(endpoint, settings, inputs, counter, fields, per_input)
+        pool.append(request)
+        held += len(request.body)
+        if held >= POOL_BYTES and len(pool) < wanted:
+            logger.info(
+                "%s: %d distinct requests prepared, not %d: their bodies hold %d MB (images), the most a pool holds",
+                endpoint.route,
+                len(pool),
+                wanted,
+                held >> 20,
+            )
+            break
+    return pool
