@@ -61,14 +61,18 @@ EMBEDDINGS = Endpoint(
     input_types=OPENAI_INPUT_TYPES,
 )
 
+
+def chat_messages(inputs: Inputs) -> list[Any]:
+    """`messages`: one conversation, or a batch's list of conversations (vLLM 0.34: one embedding each)."""
+    if inputs.conversations:
+        return [list(conversation) for conversation in inputs.conversations]
+    return list(inputs.messages) or [{"role": "user", "content": text} for text in inputs.texts]
+
+
 EMBEDDINGS_CHAT = Endpoint(
     route="/v1/embeddings",
     shape="chat",
-    body=lambda x, s: {
-        **model_field(s),
-        "messages": list(x.messages) or [{"role": "user", "content": text} for text in x.texts],
-        **_encoding_fields(s),
-    },
+    body=lambda x, s: {**model_field(s), "messages": chat_messages(x), **_encoding_fields(s)},
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
     vectors=True,

@@ -211,17 +211,31 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
     return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, Mapping) for m in value)
+
+
+def _conversations(call: Call, messages: Any, batches: bool) -> list[list[Any]]:
+    """`messages`: one conversation, or (vLLM 0.34's /v1/embeddings) a list of conversations."""
+    if _is_conversation(messages):
+        return [messages]
+    if batches and call.controls.flavor == "vllm" and isinstance(messages, list) and messages:
+        if all(_is_conversation(c) for c in messages):
+            return messages
+        raise BadRequest("'messages' must be a list of chat messages, or a list of non-empty lists of them")
+    raise BadRequest("'messages' must be a non-empty list of chat messages")
+
+
 def _embedding_route(item: str, key: str) -> Handler:
     def handle(call: Call) -> AnswerDraft:
         _vllm_refused_fields(call)
         if key == "data" and call.body.get("dimensions") is not None:  # vLLM 0.34's /pooling
             raise BadRequest("dimensions is currently not supported")
         if "input" not in call.body and "messages" in call.body:
-            messages = call.body["messages"]
-            if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-                raise BadRequest("'messages' must be a non-empty list of chat messages")
+            conversations = _conversations(call, call.body["messages"], batches=key == "embedding")
             # A conversation is one sequence: one embedding for all its messages.
-            return _embed(call, [messages], _vllm_tokens(call, [count_prompts(messages)]), item, key, ENCODINGS)
+            counts = [count_prompts(c) for c in conversations]
+            return _embed(call, conversations, _vllm_tokens(call, counts), item, key, ENCODINGS)
         prompts = _prompts(_required(call, "input"), "input")
         return _embed(call, prompts, _vllm_tokens(call, [count_prompt(p) for p in prompts]), item, key, ENCODINGS)
 
