@@ -201,6 +201,7 @@ class EndpointUser(FastHttpUser):
                     start = exchange.sent_at
                     origin = start if due is None else min(due, start)
                     context["retried"] = True
+                    context["request_bytes"] = 2 * len(req.body)  # the body went out twice
                 self._body = None
                 try:
                     received, failure = self._consume(plan, resp, req, start, context)
