@@ -40,7 +40,7 @@ def contexts(n: int, queue: bool = False, server: bool = False, seed: int = 1) -
     for _ in range(n):
         ttfb = rng.uniform(5.0, 60.0)
         e2e = ttfb + rng.uniform(0.5, 250.0)
-        context: dict[str, Any] = {"sequences": 4, "ttfb_ms": ttfb}
+        context: dict[str, Any] = {"sequences": 4, "ttfb_ms": ttfb, "request_bytes": 2_400}  # as the engine sends
         if rng.random() >= 0.02:
             context.update(input_tokens=rng.randint(50, 600), token_source="server")
         if queue:

@@ -89,7 +89,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.users: dict[int, dict[str, int]] = defaultdict(lambda: {"requests": 0, "failures": 0, "after": 0})
-        self.total = {"requests": 0, "failures": 0, "input_tokens": 0, "sequences": 0}
+        self.total = {"requests": 0, "failures": 0, "input_tokens": 0, "sequences": 0, "sent_bytes": 0}
 
     def on_request(self, exception: BaseException | None, context: dict[str, Any], **_: Any) -> None:
         user = self.users[context.get("user_id", 0)]
@@ -97,6 +97,7 @@ class Tally:
             user["after"] += 1  # a request after its first failure: the user went on
         user["requests"] += 1
         self.total["requests"] += 1
+        self.total["sent_bytes"] += context.get("request_bytes", 0)  # every request's, as the Pooling table's
         if exception is None:
             self.total["input_tokens"] += context.get("input_tokens", 0)
             self.total["sequences"] += context.get("sequences", 0)

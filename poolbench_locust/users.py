@@ -13,7 +13,8 @@ class EmbeddingsUser(EndpointUser):
 
 
 class EmbeddingsChatUser(EndpointUser):
-    """vLLM `/v1/embeddings` with `messages`: one conversation of --batch-size messages, one embedding."""
+    """vLLM `/v1/embeddings` with `messages`: one conversation, one embedding; with --batch-size N above 1,
+    a list of N conversations, N embeddings (vLLM 0.34; workload/chat_batches.py)."""
 
     endpoint = vllm.EMBEDDINGS_CHAT
 

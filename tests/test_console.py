@@ -17,6 +17,7 @@ import pytest
 
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import cell, console_table
+from poolbench_locust.metrics.table import rows
 from poolbench_locust.metrics.tokengap import MIN_REQUESTS, GapWatch
 from tests.support.hostile import LISTENING, response, serve_requests
 from tests.support.locust_run import ROOT, csv_rows, run_locust
@@ -39,6 +40,34 @@ def test_the_console_shows_the_client_count_and_the_gap_when_both_exist() -> Non
     row = console_table(both)[-1].split()
     assert "300" in row and "400.0" in row  # 3 x 100 client tokens, (1500 - 300) / 300
     assert "Gap" not in console_table(server_only)[2]
+
+
+def test_vectors_and_image_tokens_are_shown_only_where_some_answer_had_them() -> None:
+    """Text embeddings: one vector per sequence and no image tokens, so neither column; a server that
+    counted 0 image tokens shows 0, and a name without any count an empty cell, never a made-up 0."""
+    text, images = PoolingStats(), PoolingStats()
+    _feed(text, 3, server=50, client=None)
+    base = {"sequences": 2, "input_tokens": 40, "token_source": "server", "request_bytes": 250_000}
+    for name, context in (
+        ("/v2/embed", {**base, "vectors": 14, "image_tokens": 0}),
+        ("/v2/embed images", {**base, "image_tokens": 1290}),
+    ):
+        images.on_request(name=name, response_time=25.0, response_length=4000, exception=None, context=context)
+    _feed(images, 1, server=50, client=None, name="/v1/embeddings")
+    header = console_table(text)[2]
+    assert "Sent MB/s" in header and "Vectors/s" not in header and "Image" not in header
+    lines = console_table(images)
+    header = lines[2].split("  ")
+    columns = [c.strip() for c in header if c.strip()]
+    assert columns.index("Image Tokens") == columns.index("Input Tokens/s") + 1
+    assert columns.index("Vectors/s") == columns.index("Sequences/s") + 1
+    table = rows(images)
+    assert [(r["Name"], r["Image Tokens"], r["Vectors"], r["Sent Bytes"]) for r in table] == [
+        ("/v1/embeddings", None, 1, 0),
+        ("/v2/embed", 0, 14, 250_000),
+        ("/v2/embed images", 1290, 2, 250_000),
+        ("Aggregated", 1290, 17, 500_000),
+    ]
 
 
 def test_large_numbers_have_thousands_separators() -> None:

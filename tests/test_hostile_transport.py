@@ -273,22 +273,28 @@ def test_max_body_mb_must_be_a_whole_number_of_at_least_one():
 # 11.4: stale keep-alive connections
 
 
-def _answer_once_then_close_on_the_next(delay_s: float = 0.0) -> Callable[[socket.socket, int], None]:
-    """Each connection answers its first request validly, then drops the second unanswered."""
+def _answer_once_then_close_on_the_next(
+    delay_s: float = 0.0, bodies: list[int] | None = None
+) -> Callable[[socket.socket, int], None]:
+    """Each connection answers its first request validly, then drops the second unanswered; `bodies`
+    gets the size of every request body read."""
+    bodies = [] if bodies is None else bodies
 
     def handler(sock: socket.socket, _conn: int) -> None:
-        if read_request(sock) is None:
+        if (first := read_request(sock)) is None:
             return
+        bodies.append(len(first[1]))
         sock.sendall(response(200, VALID_EMBEDDING))
-        if read_request(sock) is not None:
+        if (second := read_request(sock)) is not None:
+            bodies.append(len(second[1]))
             gevent.sleep(delay_s)  # the stale attempt's time must not count
 
     return handler
 
 
 def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
-    stats = PoolingStats()
-    with HostileServer(_answer_once_then_close_on_the_next(delay_s=0.3)) as server:
+    stats, bodies = PoolingStats(), []
+    with HostileServer(_answer_once_then_close_on_the_next(delay_s=0.3, bodies=bodies)) as server:
         run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
         run.env.events.request.add_listener(stats.on_request)
         for _ in range(20):
@@ -300,6 +306,7 @@ def test_a_reused_connection_closed_by_the_server_is_resent_once_and_counted():
     resent = [e for e in run.events if e["context"].get("retried")]
     assert len(resent) == 19
     assert max(e["response_time"] for e in resent) < 250, "its time counts from the resend"
+    assert len(bodies) == 39 and table.rows(stats)[-1]["Sent Bytes"] == sum(bodies), "a resent body went out twice"
 
 
 def test_a_server_closing_every_connection_after_its_answer_causes_no_failure():

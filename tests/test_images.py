@@ -70,7 +70,11 @@ def _text_then_images(parts: list[dict[str, Any]], count: int) -> list[str]:
 
 def _form_images(user: str, body: dict[str, Any]) -> list[str]:
     """The image URLs of one request body, asserting it is in the form its server takes (WIRE.md)."""
-    if user in ("EmbeddingsChatUser", "PoolingUser"):  # one conversation: a user message per text
+    if user == "EmbeddingsChatUser":  # --batch-size 2: a list of 2 conversations (vLLM 0.34), images in each
+        assert "input" not in body and len(body["messages"]) == 2
+        assert all(len(c) == 1 for c in body["messages"])
+        return [u for c in body["messages"] for u in _text_then_images(_parts(c[0]["content"]), 2)]
+    if user == "PoolingUser":  # one conversation: a user message per text
         assert "input" not in body and len(body["messages"]) == 2
         return [u for m in body["messages"] for u in _text_then_images(_parts(m["content"]), 2)]
     if user == "RerankUser":  # vLLM: {"content": [parts]} documents
@@ -88,7 +92,7 @@ def _form_images(user: str, body: dict[str, Any]) -> list[str]:
 
 
 FORMS = [
-    ("EmbeddingsChatUser", "vllm", 1, "expected 1 embeddings, got 0"),
+    ("EmbeddingsChatUser", "vllm", 2, "expected 2 embeddings, got 1"),
     ("PoolingUser", "vllm", 1, "expected 1 embeddings, got 0"),
     ("RerankUser", "vllm", 3, "expected 3 results, got 2"),
     ("ScoreUser", "vllm", 3, "expected 3 results, got 2"),

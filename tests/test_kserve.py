@@ -287,5 +287,6 @@ def test_the_pattern_route_is_counted_and_faulted_as_a_pooling_route(mock_server
         "prompt_tokens": 3,
         "sequences": 2,
         "bytes_sent": stats["routes"]["/v2/models/m/infer"]["bytes_sent"],
+        "bytes_received": stats["routes"]["/v2/models/m/infer"]["bytes_received"],
     }
     assert stats["faults"] == {"status-503": 1} and "/v2/models/m" not in stats["routes"]

@@ -14,6 +14,7 @@ from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
 from poolbench_locust.metrics import collector
 from poolbench_locust.metrics.collector import PoolingStats
+from poolbench_locust.metrics.table import rows
 from tests.support.locust_run import LOAD, ROOT, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
 from tests.support.ports import free_port
@@ -180,7 +181,9 @@ def test_per_second_keeps_only_the_current_window_on_the_master_and_in_one_proce
         tokens = 10 + second % 7
         tokens_at[second] = tokens_at.get(second, 0) + tokens
         for stats in (one_process, worker):
-            stats.on_request("/v1/embeddings", 5.0, 100, None, {"sequences": 2, "input_tokens": tokens})
+            # a token-level answer: 3 vectors per sequence; a 1,000-byte body; 5 image tokens from the server
+            context = {"sequences": 2, "input_tokens": tokens, "request_bytes": 1000, "vectors": 6, "image_tokens": 5}
+            stats.on_request("/v1/embeddings", 5.0, 100, None, context)
         if step % 12 == 11:  # Locust's report interval: 3 s
             master.merge_report(worker.take_report())
     master.merge_report(worker.take_report())
@@ -195,4 +198,10 @@ def test_per_second_keeps_only_the_current_window_on_the_master_and_in_one_proce
             assert entry.current(0, stats.start_time) == expected
             assert entry.current(1, stats.start_time) == 8.0  # sequences/s
             assert entry.current(2, stats.start_time) == 400.0  # bytes/s
+            assert entry.current(3, stats.start_time) == 4000.0  # bytes sent/s
+            assert entry.current(4, stats.start_time) == 24.0  # vectors/s
             assert entry.requests == seconds * 4 and entry.input_tokens == sum(tokens_at.values())
+        total = rows(stats)[-1]
+        assert (total["Sent Bytes"], total["Current Sent MB/s"]) == (seconds * 4 * 1000, 0.004)
+        assert (total["Vectors"], total["Current Vectors/s"]) == (seconds * 4 * 6, 24.0)
+        assert total["Image Tokens"] == seconds * 4 * 5

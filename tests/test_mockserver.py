@@ -508,6 +508,7 @@ def test_stats_count_exactly_under_concurrency(mock_server):
     assert stats["prompt_tokens"] == sum(c[2] for c in calls)
     assert stats["sequences"] == sum(c[3] for c in calls)
     assert stats["bytes_sent"] == sum(len(r.content) for r in responses)
+    assert stats["bytes_received"] == sum(len(r.request.body) for r in responses + faulted)
     assert stats["faults"] == {"status-500": 5}
     assert stats["routes"]["/rerank"] == {
         "requests": 20,
@@ -515,6 +516,7 @@ def test_stats_count_exactly_under_concurrency(mock_server):
         "prompt_tokens": 20 * PAIR_TOKENS,
         "sequences": 80,
         "bytes_sent": sum(len(r.content) for r in responses[60:80]),
+        "bytes_received": sum(len(r.request.body) for r in responses[60:80]),
     }
     assert stats["routes"]["/score"]["requests"] == 5 and stats["routes"]["/score"]["ok"] == 0
     assert mock_server.stats()["requests"] == stats["requests"], "/mock/stats is never counted"
@@ -525,6 +527,7 @@ def test_stats_count_exactly_under_concurrency(mock_server):
         "prompt_tokens": 0,
         "sequences": 0,
         "bytes_sent": 0,
+        "bytes_received": 0,
         "faults": {},
         "routes": {},
     }

@@ -382,7 +382,10 @@ def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_fact
     reported = candidates[-1]
     served_tokens = sum(s["prompt_tokens"] for s in survivors) + reported["input_tokens"]
     served_sequences = sum(s["sequences"] for s in survivors) + reported["sequences"]
-    assert_pooling_csv_matches(prefix, {"prompt_tokens": served_tokens, "sequences": served_sequences})
+    received = sum(s["bytes_received"] for s in survivors) + reported["sent_bytes"]
+    assert_pooling_csv_matches(
+        prefix, {"prompt_tokens": served_tokens, "sequences": served_sequences, "bytes_received": received}
+    )
 
     lost = lost_worker["requests"] - reported["requests"]
     bound = USERS_PER_WORKER * USER_RATE * (REPORT_INTERVAL_S + 0.5) + USERS_PER_WORKER

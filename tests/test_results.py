@@ -154,6 +154,10 @@ def test_distributed_result_validates_and_equals_the_csv(mock_server, tmp_path):
     assert_equals_the_csv(doc, prefix)
     assert doc["run"]["runner"] == "master" and doc["run"]["workers"] == 2
     assert doc["total_input_tokens"] == mock_server.stats()["prompt_tokens"]
+    # the bytes sent, merged from the workers, are what the mock received; text answers: a vector per sequence
+    pooling = doc["total"]["pooling"]
+    assert pooling["Sent Bytes"] == mock_server.stats()["bytes_received"] > 0 and pooling["Sent MB/s"] > 0
+    assert pooling["Vectors"] == pooling["Sequences"] and pooling["Image Tokens"] is None
 
 
 def test_environment_variable_names_the_file_and_a_directory_stops_the_run_at_start(mock_server, tmp_path):

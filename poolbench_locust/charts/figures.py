@@ -18,7 +18,7 @@ Chart = tuple[str, str, tuple[tuple[str, str], ...]]
 POOLING_CHARTS: tuple[Chart, ...] = (
     ("Input tokens/s", "tokens/s", (("Current Input Tokens/s", "input tokens/s"),)),
     ("Sequences/s", "sequences/s", (("Current Sequences/s", "sequences/s"),)),
-    ("MB/s received", "MB/s", (("Current MB/s", "MB/s"),)),
+    ("MB/s received and sent", "MB/s", (("Current MB/s", "received"), ("Current Sent MB/s", "sent"))),
     (
         "Time to headers (TTFB), last 10 s",
         "ms",

@@ -8,6 +8,7 @@ and Cohere's /v2/embed `inputs` all send the same parts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from poolbench_locust.endpoints.spec import Inputs
@@ -30,15 +31,17 @@ def chat_messages(inputs: Inputs) -> list[dict[str, Any]]:
     or a user message per text, its images beside it as content parts (a text alone stays a string, as
     every chat server takes it)."""
     if inputs.messages:
-        return _with_images(list(inputs.messages), images_alone(inputs)) if inputs.images else list(inputs.messages)
+        return with_images(list(inputs.messages), images_alone(inputs))
     return [
         {"role": "user", "content": content_parts(text, images_of(inputs, i)) if inputs.images else text}
         for i, text in enumerate(inputs.texts)
     ]
 
 
-def _with_images(messages: list[Any], images: list[str]) -> list[Any]:
-    """A dataset's conversation with the record's images beside its last user message's text."""
+def with_images(messages: list[Any], images: Sequence[str]) -> list[Any]:
+    """A conversation with its images beside its last user message's text (unchanged without images)."""
+    if not images:
+        return messages
     last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages) - 1)
     message = messages[last]
     messages[last] = {**message, "content": content_parts(message.get("content", ""), tuple(images))}

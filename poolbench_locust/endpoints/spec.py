@@ -18,7 +18,8 @@ Server = Literal["vllm", "infinity", "tei", "sglang", "ollama", "nim", "kserve",
 """The server family whose answer forms a route speaks: also the bundled mock's flavor that answers like it."""
 
 Shape = Literal["texts", "pairs", "chat"]
-"""What a request carries: a batch of texts, a query with documents, or one chat conversation."""
+"""What a request carries: a batch of texts, a query with documents, or chat conversations (one, or with
+--batch-size above 1 a batch of them: vLLM 0.34)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,11 @@ class Inputs:
     """A chat conversation as a dataset gave it (roles included); empty for synthetic chats."""
     images: tuple[tuple[str, ...], ...] = ()
     """The images of each text (of each document of a query), as URLs (data: or http(s):); empty: none.
-    A text may be empty when its input is images alone (a folder of images)."""
+    A text may be empty when its input is images alone (a folder of images). With `conversations`: the images
+    of each conversation."""
+    conversations: tuple[tuple[Mapping[str, Any], ...], ...] = ()
+    """A batch of chat conversations, one embedding each (workload/chat_batches.py); empty: one conversation
+    (`messages`, or `texts` as user messages). `texts` then holds the contents of all of them."""
 
 
 @dataclass(frozen=True, slots=True)

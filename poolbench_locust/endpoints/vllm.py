@@ -47,7 +47,18 @@ def _late_chunking(settings: Settings) -> dict[str, Any]:
 
 def _chat_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
     """The chat form of /v1/embeddings and /pooling: one conversation, its images as content parts."""
-    return {**model_field(settings), "messages": image_parts.chat_messages(inputs), **_encoding_fields(settings)}
+    return {**model_field(settings), "messages": _messages(inputs), **_encoding_fields(settings)}
+
+
+def _messages(inputs: Inputs) -> list[Any]:
+    """`messages`: one conversation, or a batch's list of conversations (vLLM 0.34: one embedding each),
+    each with its images beside its last user message."""
+    if not inputs.conversations:
+        return image_parts.chat_messages(inputs)
+    return [
+        image_parts.with_images(list(conversation), image_parts.images_of(inputs, i))
+        for i, conversation in enumerate(inputs.conversations)
+    ]
 
 
 def _pooling_body(inputs: Inputs, settings: Settings) -> dict[str, Any]:
@@ -70,6 +81,7 @@ EMBEDDINGS = Endpoint(
     pooling_tasks=frozenset({"token_embed"}),
     token_encodings=frozenset({"float"}),
 )
+
 
 EMBEDDINGS_CHAT = Endpoint(
     route="/v1/embeddings",

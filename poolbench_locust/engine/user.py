@@ -196,11 +196,13 @@ class EndpointUser(FastHttpUser):
                 stream=True,
                 catch_response=True,
             ) as resp:
-                context: RequestContext = {"sequences": req.sequences}
+                # len() of bytes is O(1): the one item this adds to every request's context
+                context: RequestContext = {"sequences": req.sequences, "request_bytes": len(req.body)}
                 if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                     start = exchange.sent_at
                     origin = start if due is None else min(due, start)
                     context["retried"] = True
+                    context["request_bytes"] = 2 * len(req.body)  # the body went out twice
                 self._body = None
                 try:
                     received, failure = self._consume(plan, resp, req, start, context)

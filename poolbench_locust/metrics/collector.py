@@ -1,5 +1,5 @@
-"""The pooling stats collector: tokens, sequences and bytes per second, and the time split into
-time-to-headers and body transfer, per request name and in total.
+"""The pooling stats collector: tokens, sequences, vectors and bytes (received and sent) per second,
+and the time split into time-to-headers and body transfer, per request name and in total.
 
 It is fed by the engine's request events (their `context`) and fires none of its own, so
 Locust's own table stays as it is. Like Locust's `RequestStats`, a worker ships what it gathered
@@ -24,7 +24,9 @@ from poolbench_locust.store import Slot
 
 AGGREGATED = "Aggregated"
 SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
-_ZEROS = (0, 0, 0)
+PER_SECOND = ("input_tokens", "sequences", "bytes", "sent_bytes", "vectors")
+"""The columns of an entry's per_second lists, by index (`Entry.current(index)`)."""
+_ZEROS = (0,) * len(PER_SECOND)
 KEPT_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW + 10
 """Seconds of per_second an entry keeps before its last request: the current window (which `current`
 reads as Locust's current_rps does, the 12 s to 3 s before the last request) with room to spare, as
@@ -41,6 +43,10 @@ COUNTERS = (
     "input_tokens",
     "sequences",
     "bytes",
+    "sent_bytes",
+    "vectors",
+    "image_tokens",
+    "image_token_requests",
     "server_tokens_compared",
     "client_tokens_compared",
     "retries",
@@ -58,6 +64,15 @@ class Entry:
     tokens_by_source: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     sequences: int = 0
     bytes: int = 0
+    """Bytes received: every request's, failed ones too (as Locust's own Average size)."""
+    sent_bytes: int = 0
+    """Bytes of the request bodies sent: every request's, failed ones too (an image workload is upload-heavy)."""
+    vectors: int = 0
+    """Vectors (rows) of successful answers: one per sequence, or the engine's count where an answer holds
+    more (token-level and multi-vector answers)."""
+    image_tokens: int = 0
+    image_token_requests: int = 0
+    """Successful requests whose answer gave an image token count: none, and Image Tokens is empty, not 0."""
     server_tokens_compared: int = 0
     """Server-reported tokens of the requests the client counted too: the two sides of the gap."""
     client_tokens_compared: int = 0
@@ -67,7 +82,8 @@ class Entry:
     """Successful requests that met every objective of --slo (none without it): goodput."""
     good_input_tokens: int = 0
     per_second: dict[int, list[int]] = field(default_factory=dict)
-    """Second -> [input tokens, sequences, bytes], for the current-window rates: the last KEPT_SECONDS only."""
+    """Second -> [input tokens, sequences, bytes, sent bytes, vectors] (PER_SECOND), for the current-window
+    rates: the last KEPT_SECONDS only."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
     e2e_moments: Moments = field(default_factory=Moments)
     """The exact E2E mean and standard deviation."""
@@ -91,8 +107,10 @@ class Entry:
         """One request event; `good`: it succeeded and met every objective of --slo."""
         self.requests += 1
         self.bytes += nbytes
+        sent = context.get("request_bytes", 0)
+        self.sent_bytes += sent
         sequences = context["sequences"]
-        tokens = 0
+        tokens = vectors = 0
         if context.get("retried"):
             self.retries += 1
         if failed:
@@ -102,6 +120,11 @@ class Entry:
             self.input_tokens += tokens
             self.tokens_by_source[context.get("token_source", "client-estimate")] += tokens
             self.sequences += sequences
+            vectors = context.get("vectors", sequences)
+            self.vectors += vectors
+            if (images := context.get("image_tokens")) is not None:
+                self.image_tokens += images
+                self.image_token_requests += 1
             if (client := context.get("client_tokens")) is not None:
                 self.server_tokens_compared += tokens
                 self.client_tokens_compared += client
@@ -111,11 +134,13 @@ class Entry:
         t = int(now)
         second = self.per_second.get(t)
         if second is None:  # the first request of a new second: trim here, not on every request
-            second = self.per_second[t] = [0, 0, 0]
+            second = self.per_second[t] = [0, 0, 0, 0, 0]
             self._trim(t)
         second[0] += tokens
         second[1] += 0 if failed else sequences
         second[2] += nbytes
+        second[3] += sent
+        second[4] += vectors
         timings = self.timings
         timings["e2e"].add(e2e)
         self.e2e_moments.add(e2e)
@@ -138,7 +163,7 @@ class Entry:
         for source, tokens in data["tokens_by_source"].items():
             self.tokens_by_source[source] += tokens
         for second, values in data["per_second"].items():
-            mine = self.per_second.setdefault(int(second), [0, 0, 0])
+            mine = self.per_second.setdefault(int(second), [0] * len(PER_SECOND))
             for i, value in enumerate(values):
                 mine[i] += value
         for key, histogram in data["timings"].items():
@@ -159,6 +184,10 @@ class Entry:
             "tokens_by_source": dict(self.tokens_by_source),
             "sequences": self.sequences,
             "bytes": self.bytes,
+            "sent_bytes": self.sent_bytes,
+            "vectors": self.vectors,
+            "image_tokens": self.image_tokens,
+            "image_token_requests": self.image_token_requests,
             "server_tokens_compared": self.server_tokens_compared,
             "client_tokens_compared": self.client_tokens_compared,
             "retries": self.retries,

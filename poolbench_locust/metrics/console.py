@@ -18,6 +18,7 @@ SUMMARY_COLUMNS = (
     "Input Tokens/s",
     "Sequences/s",
     "MB/s",
+    "Sent MB/s",
     "Token Source",
     "TTFB 50%",
     "E2E 50%",
@@ -26,6 +27,10 @@ SUMMARY_COLUMNS = (
 )
 GAP_COLUMNS = ("Client Tokens", "Token Gap %")
 """Shown after Token Source when some row has both counts."""
+IMAGE_COLUMNS = ("Image Tokens", "Image Tokens/s")
+"""Shown after Input Tokens/s when some answer gave an image token count (Cohere's billed_units.image_tokens)."""
+VECTOR_COLUMNS = ("Vectors/s",)
+"""Shown after Sequences/s when some row's answers held other than one vector per sequence (token-level)."""
 GOODPUT_COLUMNS = ("SLO Met", "Goodput Requests/s", "Goodput Input Tokens/s")
 """Shown at the end when --slo is given."""
 
@@ -39,12 +44,21 @@ def cell(value: Any) -> str:
     return f"{value:,}"
 
 
+def _after(shown: tuple[str, ...], column: str, added: tuple[str, ...]) -> tuple[str, ...]:
+    at = shown.index(column) + 1
+    return (*shown[:at], *added, *shown[at:])
+
+
 def columns(table: list[dict[str, Any]], goodput: bool = False) -> tuple[str, ...]:
+    """The summary's columns: the optional ones only where some row has a figure for them."""
     shown = SUMMARY_COLUMNS + (GOODPUT_COLUMNS if goodput else ())
-    if not any(row["Client Tokens"] is not None for row in table):
-        return shown
-    at = shown.index("Token Source") + 1
-    return (*shown[:at], *GAP_COLUMNS, *shown[at:])
+    if any(row["Image Tokens"] is not None for row in table):
+        shown = _after(shown, "Input Tokens/s", IMAGE_COLUMNS)
+    if any(row["Vectors"] != row["Sequences"] for row in table):
+        shown = _after(shown, "Sequences/s", VECTOR_COLUMNS)
+    if any(row["Client Tokens"] is not None for row in table):
+        shown = _after(shown, "Token Source", GAP_COLUMNS)
+    return shown
 
 
 def console_table(stats: PoolingStats) -> list[str]:
@@ -54,7 +68,8 @@ def console_table(stats: PoolingStats) -> list[str]:
     lines = texttable.aligned(cells)
     rule = "-" * len(lines[0])
     return [
-        "Pooling statistics (tokens, sequences and bytes of successful requests; times in ms)",
+        "Pooling statistics (tokens, sequences and vectors of successful requests; MB/s received and "
+        "Sent MB/s of every request; times in ms)",
         *([] if stats.slo is None else [f"Goodput: successful requests that met every objective of --slo {stats.slo}"]),
         rule,
         lines[0],

@@ -225,6 +225,21 @@ def _embed(call: Call, prompts: list[Any], tokens: int, item: str, key: str, all
     return AnswerDraft(doc, tokens=tokens, sequences=len(prompts))
 
 
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, Mapping) for m in value)
+
+
+def _conversations(call: Call, messages: Any, batches: bool) -> list[list[Any]]:
+    """`messages`: one conversation, or (vLLM 0.34's /v1/embeddings) a list of conversations."""
+    if _is_conversation(messages):
+        return [messages]
+    if batches and call.controls.flavor == "vllm" and isinstance(messages, list) and messages:
+        if all(_is_conversation(c) for c in messages):
+            return messages
+        raise BadRequest("'messages' must be a list of chat messages, or a list of non-empty lists of them")
+    raise BadRequest("'messages' must be a non-empty list of chat messages")
+
+
 def _embedding_route(item: str, key: str) -> Handler:
     def handle(call: Call) -> AnswerDraft:
         if call.controls.flavor == "voyage" and key == "embedding":
@@ -233,12 +248,13 @@ def _embedding_route(item: str, key: str) -> Handler:
         if key == "data" and call.body.get("dimensions") is not None:  # vLLM 0.34's /pooling
             raise BadRequest("dimensions is currently not supported")
         if "input" not in call.body and "messages" in call.body:
-            messages = call.body["messages"]
-            if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-                raise BadRequest("'messages' must be a non-empty list of chat messages")
-            image_inputs.Seen().messages(messages)
+            conversations = _conversations(call, call.body["messages"], batches=key == "embedding")
+            seen = image_inputs.Seen()
+            for conversation in conversations:
+                seen.messages(conversation)
             # A conversation is one sequence: one embedding for all its messages.
-            return _embed(call, [messages], _vllm_tokens(call, [count_prompts(messages)]), item, key, ENCODINGS)
+            counts = [count_prompts(c) for c in conversations]
+            return _embed(call, conversations, _vllm_tokens(call, counts), item, key, ENCODINGS)
         prompts = _prompts(_required(call, "input"), "input")
         if key == "data":  # /pooling runs the task it names, or the model's
             task = token_routes.pooling_task(call)

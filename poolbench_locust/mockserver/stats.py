@@ -18,6 +18,8 @@ class Counters:
     prompt_tokens: int = 0
     sequences: int = 0
     bytes_sent: int = 0
+    bytes_received: int = 0
+    """Request bodies of every pooling request received, for the client's Sent Bytes."""
 
 
 TIMINGS_KEPT = 100_000
@@ -39,9 +41,10 @@ class Stats:
             counters = self._routes[route] = Counters()
         return counters
 
-    def requested(self, route: str) -> None:
-        self._total.requests += 1
-        self._route(route).requests += 1
+    def requested(self, route: str, body_bytes: int) -> None:
+        for counters in (self._total, self._route(route)):
+            counters.requests += 1
+            counters.bytes_received += body_bytes
 
     def faulted(self, fault: str) -> None:
         self._faults[fault] = self._faults.get(fault, 0) + 1

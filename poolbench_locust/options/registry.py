@@ -302,7 +302,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--batch-size",
             span(1),
             1,
-            "Inputs per request: N, or LOW:HIGH drawn per request.",
+            "Inputs per request (EmbeddingsChatUser: conversations): N, or LOW:HIGH drawn per request.",
             label="Inputs per request",
         ),
         Option(

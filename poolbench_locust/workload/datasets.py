@@ -16,7 +16,7 @@ import orjson
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.workload import corpus, images
+from poolbench_locust.workload import chat_batches, corpus, images
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs, text_field
 from poolbench_locust.workload.tokens import TokenCounter
@@ -106,7 +106,10 @@ class RandomDataset:
             documents = self.settings.documents.draw(rng)
             query = self._text(rng)
             return Inputs(tuple(self._text(rng) for _ in range(documents)), query=query)
-        return Inputs(tuple(self._text(rng) for _ in range(self.settings.batch_size.draw(rng))))
+        texts = tuple(self._text(rng) for _ in range(self.settings.batch_size.draw(rng)))
+        if self.shape == "chat":  # each text one conversation of one user message
+            return chat_batches.batch([Inputs((text,)) for text in texts], self.settings)
+        return Inputs(texts)
 
     def size_hint(self) -> int:
         return 32
@@ -125,17 +128,19 @@ class FileDataset:
         return record
 
     def draw(self, rng: random.Random) -> Inputs:
-        if self.shape != "texts":
+        if self.shape == "pairs":
             return self._next()
         batch = self.settings.batch_size.draw(rng)
         records = [self._next() for _ in range(batch)]
+        if self.shape == "chat":
+            return chat_batches.batch(records, self.settings)
         texts = tuple(r.texts[0] for r in records)
         if not any(r.images for r in records):
             return Inputs(texts)
         return Inputs(texts, images=tuple(r.images[0] if r.images else () for r in records))
 
     def size_hint(self) -> int:
-        per_request = 1 if self.shape != "texts" else max(self.settings.batch_size.lo, 1)
+        per_request = 1 if self.shape == "pairs" else max(self.settings.batch_size.lo, 1)
         return min(max(32, -(-len(self.records) // per_request)), MOST_REQUESTS)
 
 
@@ -189,7 +194,7 @@ MOST_REQUESTS = 10_000
 
 def records_wanted(settings: Settings, shape: Shape) -> int:
     """Records a pool can use at most: reading stops there, so a corpus of any size costs the same memory."""
-    return MOST_REQUESTS * (settings.batch_size.hi if shape == "texts" else 1)
+    return MOST_REQUESTS * (1 if shape == "pairs" else settings.batch_size.hi)
 
 
 def _jsonl_records(path: Path, shape: Shape, limit: int, column: str | None) -> list[Inputs]:

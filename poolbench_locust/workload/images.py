@@ -203,9 +203,10 @@ class ImageNumbers:
 
 
 def with_generated(inputs: Inputs, numbers: ImageNumbers) -> Inputs:
-    """`inputs` with --images generated images for each of its texts (documents of a query)."""
+    """`inputs` with --images generated images for each of its texts (documents of a query), or for each
+    conversation of a batch of chats."""
     per = numbers.settings.images
-    return replace(inputs, images=tuple(numbers.take(per) for _ in inputs.texts))
+    return replace(inputs, images=tuple(numbers.take(per) for _ in (inputs.conversations or inputs.texts)))
 
 
 # ---- images of a dataset ---------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def prepare(
         pairs = len(inputs.texts)
         return PreparedRequest(body, pairs, tokens + pairs * counter.count(inputs.query), pairs)
     if endpoint.shape == "chat":  # one conversation, however many messages, is one embedding
-        return PreparedRequest(body, 1, tokens, 1)
+        conversations = len(inputs.conversations) or 1
+        return PreparedRequest(body, conversations, tokens, conversations)
     return PreparedRequest(body, len(inputs.texts), tokens, len(inputs.texts))
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.workload import chat_batches
 from poolbench_locust.workload.datasets import LengthFitter
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs
@@ -175,7 +176,10 @@ class TraceDataset:
             query = self._text(rng, line)
             return Inputs(tuple(self._text(rng, line) for _ in range(documents)), query=query)
         batch = line.batch_size or self.settings.batch_size.draw(rng)
-        return Inputs(tuple(self._text(rng, line) for _ in range(batch)))
+        texts = tuple(self._text(rng, line) for _ in range(batch))
+        if self.shape == "chat":  # each text one conversation of one user message
+            return chat_batches.batch([Inputs((text,)) for text in texts], self.settings)
+        return Inputs(texts)
 
     def size_hint(self) -> int:
         return len(self.lines)
