@@ -135,7 +135,18 @@ def test_every_option_is_on_locusts_parser_as_the_registry_says():
         action = actions[opt.dest]
         assert action.option_strings == [opt.flag] and action.env_var == opt.env_var and action.help == opt.help
         assert action.include_in_web_ui == opt.web_ui and action.is_secret == opt.secret, opt.flag
-        assert tuple(action.choices or ()) == (opt.choices or ()), opt.flag
+        offered = ("", *opt.choices) if opt.choices and opt.default is None else (opt.choices or ())
+        assert tuple(action.choices or ()) == offered, opt.flag
+
+
+def test_a_field_with_choices_and_no_default_left_alone_in_the_web_form_is_not_given():
+    """The form selects a select field's first choice when it has no default: --truncate was "end" and
+    --pooling-task "embed" in every run started from the form. Its first choice is now empty: not given."""
+    actions = {a.dest: a for a in get_parser()._actions}
+    unset = [opt for opt in ALL_OPTIONS if opt.choices and opt.default is None and opt.web_ui]
+    assert {"--truncate", "--pooling-task", "--embedding-type"} <= {opt.flag for opt in unset}
+    for opt in unset:
+        assert opt.value(actions[opt.dest].choices[0]) is None, opt.flag
 
 
 def test_a_secret_option_is_in_no_text_of_the_settings():

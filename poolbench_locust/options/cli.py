@@ -46,8 +46,20 @@ def register(parser: Any, title: str, options: Iterable[Option]) -> None:
         # A default kept as text too: the web UI's /swarm casts a typed value to the type of the
         # current one, and int("1:16") for --batch-size was an HTTP 500 instead of a run.
         default = str(opt.default) if opt.default is not None and opt.parse is not None else opt.default
+        choices, metavar = opt.choices, None
+        if choices is not None and opt.default is None:
+            # The web form selects a field's first choice when it has no default: --truncate was sent as "end"
+            # by every run started from the form. An empty first choice is "not given" (Option.value), the text
+            # still refused on the command line by the option's parser.
+            choices, metavar = ("", *choices), "{" + ",".join(choices) + "}"
         action = group.add_argument(
-            opt.flag, type=checked, default=default, env_var=opt.env_var, help=opt.help, choices=opt.choices
+            opt.flag,
+            type=checked,
+            default=default,
+            env_var=opt.env_var,
+            help=opt.help,
+            choices=choices,
+            metavar=metavar,
         )
         _show_in_web_ui(action, opt)
 
