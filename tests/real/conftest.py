@@ -39,6 +39,18 @@ def infinity_server() -> Iterator[RealServer]:
     yield from _server("infinity")
 
 
+@pytest.fixture(scope="session")
+def vllm_token_server() -> Iterator[RealServer]:
+    """vLLM 0.32.0 (CPU) serving all-MiniLM-L6-v2 as a token_embed model (--pooler-config): one row per token."""
+    yield from _server("vllm-token")
+
+
+@pytest.fixture(scope="session")
+def infinity_binary_server() -> Iterator[RealServer]:
+    """Infinity 0.0.78 serving all-MiniLM-L6-v2 with --embedding-dtype binary: 48 packed values a text."""
+    yield from _server("infinity-binary")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in table.lines():
         terminalreporter.write_line(line)

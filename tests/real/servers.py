@@ -1,7 +1,8 @@
 """The real servers of tests/real: vLLM (CPU build) and Infinity, each from its own venv outside the project.
 
-`make test-real` runs this file: it builds the venvs (tests/real/install.sh, once), starts both
-servers on free loopback ports, runs `pytest -m real tests/real` with their URLs in the
+`make test-real` runs this file: it builds the venvs (tests/real/install.sh, once), starts the
+servers on free loopback ports (each venv's server twice: vLLM as an embedder and as a token_embed model,
+Infinity with float and with bit-packed answers), runs `pytest -m real tests/real` with their URLs in the
 environment, and stops them by PID. Run alone, tests/real/conftest.py starts them itself.
 """
 
@@ -28,12 +29,29 @@ READY_TIMEOUT_S = float(os.environ.get("POOLBENCH_REAL_READY_TIMEOUT_S") or 600)
 STOP_TIMEOUT_S = 30.0
 SERVED_MODEL = "minilm"
 """The name vLLM serves the model under; Infinity serves it under the model directory's last two parts."""
-URL_ENV = {"vllm": "POOLBENCH_REAL_VLLM_URL", "infinity": "POOLBENCH_REAL_INFINITY_URL"}
+URL_ENV = {
+    "vllm": "POOLBENCH_REAL_VLLM_URL",
+    "vllm-token": "POOLBENCH_REAL_VLLM_TOKEN_URL",
+    "infinity": "POOLBENCH_REAL_INFINITY_URL",
+    "infinity-binary": "POOLBENCH_REAL_INFINITY_BINARY_URL",
+}
+VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity"}
+"""Which venv serves each server: the same build, started with other options."""
+EXTRA_ARGS = {
+    # vLLM 0.32 answers /pooling's token_embed only for a model whose pooler runs that task ("Try switching
+    # the model's pooling_task via --pooler-config.task token_embed"); its /v1/embeddings is then a 501.
+    "vllm-token": ["--pooler-config", '{"task": "token_embed"}'],
+    # Infinity packs its answers as it was started: binary, 8 dimensions a byte (384 -> 48 values)
+    "infinity-binary": ["--embedding-dtype", "binary"],
+}
+VLLM_MEMORY_SHARE = "0.4"
+"""Two vLLMs start at once: each checks at start that this share of the machine's memory is free (the
+default, 0.92, fails for the second). On the CPU backend its KV cache is VLLM_CPU_KVCACHE_SPACE anyway."""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
 
 
 def venv(name: str) -> Path:
-    return CACHE / name
+    return CACHE / VENV_OF[name]
 
 
 def model_dir(name: str) -> Path:
@@ -45,7 +63,7 @@ def model_dir(name: str) -> Path:
 
 
 def install(name: str = "all") -> None:
-    subprocess.run(["bash", str(HERE / "install.sh"), name], check=True)
+    subprocess.run(["bash", str(HERE / "install.sh"), VENV_OF.get(name, name)], check=True)
 
 
 def free_port() -> int:
@@ -56,14 +74,16 @@ def free_port() -> int:
 
 def command(name: str, port: int) -> list[str]:
     model = str(model_dir(name))
-    if name == "vllm":
+    extra = EXTRA_ARGS.get(name, [])
+    if VENV_OF[name] == "vllm":
         python = str(venv(name) / "bin" / "python")
         # Not the `vllm` script: vllm-cpu's distribution is named vllm-cpu, and the CLI asks for the
         # version of "vllm" at start (PackageNotFoundError). The API server module is the same server.
         return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--runner", "pooling",
-                "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+                "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1", "--port", str(port),
+                "--gpu-memory-utilization", VLLM_MEMORY_SHARE, *extra]  # fmt: skip
     return [str(venv(name) / "bin" / "infinity_emb"), "v2", "--model-id", model, "--engine", "torch", "--device", "cpu",
-            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+            "--host", "127.0.0.1", "--port", str(port), *extra]  # fmt: skip
 
 
 def get_text(url: str, timeout: float = 10.0) -> str:
@@ -113,7 +133,7 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}-{port}.log"
     env = {**os.environ, **OFFLINE}
-    if name == "vllm":
+    if VENV_OF[name] == "vllm":
         env["VLLM_CPU_KVCACHE_SPACE"] = "2"  # GiB: the default (4) is more than a 22M-parameter model needs
     with log.open("wb") as out:
         # its own session, so that stop() reaches the engine process vLLM forks too
@@ -139,7 +159,7 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
         server.stop()
         raise
     server.ready_s = time.monotonic() - started
-    server.model = SERVED_MODEL if name == "vllm" else model_name_of(server.url)
+    server.model = SERVED_MODEL if VENV_OF[name] == "vllm" else model_name_of(server.url)
     return server
 
 
@@ -157,7 +177,7 @@ def attach(name: str) -> RealServer | None:
     if not url:
         return None
     server = RealServer(name, url.rstrip("/"))
-    server.model = SERVED_MODEL if name == "vllm" else model_name_of(server.url)
+    server.model = SERVED_MODEL if VENV_OF[name] == "vllm" else model_name_of(server.url)
     return server
 
 
@@ -168,9 +188,9 @@ def main(pytest_args: list[str]) -> int:
     print(f"real: venvs ready in {installed - began:.0f} s", flush=True)
     servers: list[RealServer] = []
     try:
-        # Both start at once: vLLM's start is mostly its own compile and warm-up, Infinity's is short.
-        with ThreadPoolExecutor(2) as pool:
-            futures = [pool.submit(start, name) for name in ("vllm", "infinity")]
+        # All start at once: vLLM's start is mostly its own compile and warm-up, Infinity's is short.
+        with ThreadPoolExecutor(len(URL_ENV)) as pool:
+            futures = [pool.submit(start, name) for name in URL_ENV]
         errors = [future.exception() for future in futures if future.exception() is not None]
         servers.extend(future.result() for future in futures if future.exception() is None)
         if errors:

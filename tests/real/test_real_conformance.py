@@ -261,3 +261,70 @@ def test_infinity_rerank_without_a_reranker_stops_with_its_message(infinity_serv
     assert run.code == 1, run.log[-3000:]
     assert "InfinityRerankUser (POST /rerank) failed: HTTP 400: ModelNotDeployedError" in run.log
     assert "does not support `rerank`" in run.log
+
+
+# Issue 31: a token_embed model (vLLM started with --pooler-config task token_embed) answers one row per
+# token, [CLS] and [SEP] included: each run's Vectors must equal vLLM's own prompt-token count, in every
+# encoding; bytes_only is checked request by request against the exact counts of vLLM's /tokenize.
+VLLM_TOKEN_CELLS = [
+    ("pooling-token_embed-float", ["--batch-size", "2"], None),
+    ("pooling-token_embed-base64", ["--encoding-format", "base64"], None),
+    ("pooling-token_embed-bytes", ["--encoding-format", "bytes", "--batch-size", "2"], "float32"),
+    ("pooling-token_embed-bytes_only", ["--encoding-format", "bytes_only", "--batch-size", "2",
+                                        "--count-tokens-with-server"], "float32"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cell", "args", "dtype"), VLLM_TOKEN_CELLS, ids=[c[0] for c in VLLM_TOKEN_CELLS])
+def test_vllm_token_level_cell(vllm_token_server, tmp_path, cell, args, dtype):
+    before = counters(vllm_token_server)
+    # inputs of varied lengths: a bytes_only body's size changes with every request
+    run = headless(vllm_token_server, "PoolingUser", "--pooling-task", "token_embed", "--input-len", "8:40", *args,
+                   tmp=tmp_path)  # fmt: skip
+    after = counters(vllm_token_server)
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    vectors, server_tokens = int(run.pooling.get("Vectors", -1)), int(after.tokens - before.tokens)
+    RESULTS.append({"server": "vLLM", "cell": cell, "class": "PoolingUser", "requests": requests_, "failures": failures,
+                    "client_tokens": int(run.pooling.get("Input Tokens", -1)), "server_tokens": server_tokens,
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert vectors == server_tokens == int(run.pooling["Input Tokens"]) > int(run.pooling["Sequences"])
+    if dtype is not None:  # the body is every token row, nothing else
+        assert int(run.pooling["Bytes"]) == vectors * DIM * DTYPE_BYTES[dtype]
+
+
+def test_vllm_token_model_refuses_another_task_at_start(vllm_token_server, tmp_path):
+    run = headless(vllm_token_server, "PoolingUser", "--pooling-task", "token_classify", tmp=tmp_path, preflight=True)
+    RESULTS.append({"server": "vLLM", "cell": "pooling-token_classify (not the model's)", "class": "PoolingUser",
+                    "requests": 0, "failures": 0, "stopped": run.code == 1})  # fmt: skip
+    assert run.code == 1, run.log[-3000:]
+    assert "HTTP 400: Unsupported task: 'token_classify'" in run.log
+
+
+# Issue 31: Infinity started with --embedding-dtype binary packs 8 dimensions a byte (384 -> 48 values), and cuts
+# `dimensions` after packing: --dimensions 128 is sent as 16 and answered as 16 values.
+INFINITY_PACKED_CELLS = [
+    ("binary", ["--embedding-type", "binary", "--batch-size", "4", "--check-vectors"], 0),
+    ("binary-dims128", ["--embedding-type", "binary", "--dimensions", "128", "--batch-size", "2"], 0),
+    # told ubinary, the checks see binary's negative values: every request fails, saying so
+    ("told-ubinary", ["--embedding-type", "ubinary"], None),
+]
+
+
+@pytest.mark.parametrize(("cell", "args", "failed"), INFINITY_PACKED_CELLS, ids=[c[0] for c in INFINITY_PACKED_CELLS])
+def test_infinity_packed_cell(infinity_binary_server, tmp_path, cell, args, failed):
+    run = headless(infinity_binary_server, "InfinityEmbeddingsUser", "--input-len", "24", *args, tmp=tmp_path)
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    RESULTS.append({"server": "Infinity", "cell": f"packed-{cell}", "class": "InfinityEmbeddingsUser",
+                    "requests": requests_, "failures": failures, "client_tokens": 0,
+                    "server_tokens": int(run.pooling.get("Input Tokens") or 0),
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    assert requests_ >= 3, run.log[-3000:]
+    if failed == 0:
+        assert run.code == 0 and failures == 0, (run.failures, run.log[-2000:])
+    else:
+        assert failures == requests_, run.log[-2000:]
+        assert "outside ubinary's 0..255" in run.failures[0]["Error"], run.failures
