@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from locust.env import Environment
 
 from poolbench_locust import users
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.start_checks import configuration_error
-from tests.support.harness import options
+from tests.support.harness import options, start_error
 from tests.support.locust_run import run_locust
 
 CLASSES = [c for c in vars(users).values() if isinstance(c, type) and issubclass(c, EndpointUser) and not c.abstract]
@@ -35,12 +33,6 @@ ASKED = {
 }
 
 
-def _error(user_class: type, *args: str) -> str | None:
-    subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
-    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
-    return configuration_error(env)
-
-
 def _values(doc: object) -> list[object]:
     if isinstance(doc, dict):
         return [v for value in doc.values() for v in [value, *_values(value)]]
@@ -55,7 +47,7 @@ def test_an_option_is_sent_or_refused_at_start(user_class: type[EndpointUser], o
     args, shown = ASKED[option]
     if option != "--model" and user_class.__name__ not in EMBEDDERS:
         pytest.skip("not an embedding: the option is for the other classes of a mixed locustfile")
-    error = _error(user_class, *args)
+    error = start_error(user_class, *args)
     if error is not None:
         named, _, why = error.partition(": ")  # the option itself, or the encoding it needs
         assert named in (option, args[0]) and why.startswith(f"{user_class.__name__} ("), error
@@ -94,14 +86,14 @@ def test_an_option_is_sent_or_refused_at_start(user_class: type[EndpointUser], o
     ids=lambda v: getattr(v, "__name__", None) or (v[-1] if isinstance(v, list) else None),
 )
 def test_an_option_the_endpoint_cannot_honour_is_one_line(user_class: type, args: list[str], line: str) -> None:
-    error = _error(user_class, *args)
+    error = start_error(user_class, *args)
     assert error is not None and error.startswith(line), error
 
 
 def test_the_options_an_endpoint_honours_still_start() -> None:
-    assert _error(users.InfinityEmbeddingsUser, "--encoding-format", "base64", "--dimensions", "64") is None
-    assert _error(users.EmbeddingsUser, "--encoding-format", "bytes", "--embed-dtype", "float16") is None
-    assert _error(users.TEIEmbedUser, "--dimensions", "64") is None
+    assert start_error(users.InfinityEmbeddingsUser, "--encoding-format", "base64", "--dimensions", "64") is None
+    assert start_error(users.EmbeddingsUser, "--encoding-format", "bytes", "--embed-dtype", "float16") is None
+    assert start_error(users.TEIEmbedUser, "--dimensions", "64") is None
 
 
 def test_infinity_with_a_dtype_it_cannot_send_stops_the_run_at_start() -> None:

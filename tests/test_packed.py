@@ -10,15 +10,13 @@ from typing import Any
 import orjson
 import pytest
 import requests
-from locust.env import Environment
 
 import poolbench_locust as pb
 from poolbench_locust import lazyjson
 from poolbench_locust.engine import packed
 from poolbench_locust.engine.body import BadResponse
-from poolbench_locust.start_checks import configuration_error
 from tests.support.bad_then_good import assert_failed_then_ok
-from tests.support.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, start_error
 from tests.support.hostile import response
 from tests.support.locust_run import run_locust
 
@@ -250,12 +248,6 @@ def test_a_run_against_the_bundled_mock_answers_in_the_type_asked(tmp_path, locu
 # ---- bad input: stopped at start, one line naming the option ----------------------------------------
 
 
-def _error(user_class: type, *args: str) -> str | None:
-    subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
-    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
-    return configuration_error(env)
-
-
 @pytest.mark.parametrize(
     ("user", "args", "line"),
     [
@@ -278,14 +270,14 @@ def _error(user_class: type, *args: str) -> str | None:
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )  # fmt: skip
 def test_a_type_the_server_does_not_offer_stops_the_run_naming_the_option(user, args, line):
-    error = _error(user, *args)
+    error = start_error(user, *args)
     assert error is not None and error.startswith(line) and "\n" not in error, error
 
 
 def test_the_types_each_server_offers_start():
-    assert _error(pb.CohereEmbedUser, *COHERE_MODEL, "--embedding-type", "uint8") is None
-    assert _error(pb.EmbeddingsUser, "--embedding-type", "float") is None  # every embedder's own answer
-    assert _error(pb.InfinityEmbeddingsUser, "--embedding-type", "int8", "--encoding-format", "base64") is None
+    assert start_error(pb.CohereEmbedUser, *COHERE_MODEL, "--embedding-type", "uint8") is None
+    assert start_error(pb.EmbeddingsUser, "--embedding-type", "float") is None  # every embedder's own answer
+    assert start_error(pb.InfinityEmbeddingsUser, "--embedding-type", "int8", "--encoding-format", "base64") is None
 
 
 def test_a_run_given_a_type_its_server_does_not_offer_stops_at_start():

@@ -7,7 +7,6 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any
 
-import orjson
 import pytest
 import requests
 from locust.env import Environment
@@ -19,9 +18,8 @@ from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.mockserver.routes import MAX_MODEL_LEN
 from poolbench_locust.options import options_error
 from poolbench_locust.options.parsers import MAX_EXTRA_BODY_CHARS
-from poolbench_locust.start_checks import configuration_error
 from poolbench_locust.wire import COHERE_NO_INPUT_TYPE
-from tests.support.harness import options
+from tests.support.harness import first_body, options, start_error
 from tests.support.hostile import server_process
 from tests.support.locust_run import LOAD, run_locust
 
@@ -34,17 +32,6 @@ def recording_server() -> AbstractContextManager[str]:
 
 def bodies(url: str) -> list[dict[str, Any]]:
     return [(a["route"], a["body"]) for a in requests.get(f"{url}/arrivals", timeout=T).json()]
-
-
-def _error(user_class: type, *args: str) -> str | None:
-    subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
-    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
-    return configuration_error(env)
-
-
-def _body(user_class: type, *args: str) -> dict[str, Any]:
-    plan = plan_for(type(user_class.__name__, (user_class,), {}), options(*args))
-    return orjson.loads(plan.requests[0].body)
 
 
 # ---- sent as each server names it, seen at a server that records the bodies --------------------------
@@ -92,24 +79,24 @@ def test_truncate_reaches_tei_as_its_truncate_field():
     ids=lambda c: c.__name__,
 )
 def test_every_vllm_route_takes_truncate_prompt_tokens(user_class: type) -> None:
-    assert _body(user_class, "--truncate", "start").items() >= VLLM_TRUNCATION["start"].items()
-    assert "truncate_prompt_tokens" not in _body(user_class, "--truncate", "none"), "none: vLLM's default"
-    assert "truncate_prompt_tokens" not in _body(user_class), "not given: nothing is sent"
+    assert first_body(user_class, "--truncate", "start").items() >= VLLM_TRUNCATION["start"].items()
+    assert "truncate_prompt_tokens" not in first_body(user_class, "--truncate", "none"), "none: vLLM's default"
+    assert "truncate_prompt_tokens" not in first_body(user_class), "not given: nothing is sent"
 
 
 def test_cohere_embed_sends_truncate_and_input_type_as_cohere_names_them():
-    body = _body(users.CohereEmbedUser, "--truncate", "none", "--input-type", "search_query")
+    body = first_body(users.CohereEmbedUser, "--truncate", "none", "--input-type", "search_query")
     assert body["truncate"] == "NONE" and body["input_type"] == "search_query"
-    assert "input_type" not in _body(users.CohereEmbedUser), "vLLM refuses an input_type its model does not define"
+    assert "input_type" not in first_body(users.CohereEmbedUser), "vLLM refuses an input_type its model does not define"
 
 
 def test_nim_and_voyage_input_types_reach_v1_embeddings():
-    assert _body(users.EmbeddingsUser, "--input-type", "passage")["input_type"] == "passage"
-    assert _body(users.EmbeddingsUser, "--input-type", "document")["input_type"] == "document"
+    assert first_body(users.EmbeddingsUser, "--input-type", "passage")["input_type"] == "passage"
+    assert first_body(users.EmbeddingsUser, "--input-type", "document")["input_type"] == "document"
 
 
 def test_extra_body_overrides_replaces_a_field_the_class_builds():
-    body = _body(users.EmbeddingsUser, "--extra-body", '{"encoding_format": "base64"}', "--extra-body-overrides")
+    body = first_body(users.EmbeddingsUser, "--extra-body", '{"encoding_format": "base64"}', "--extra-body-overrides")
     assert body["encoding_format"] == "base64"
 
 
@@ -181,15 +168,17 @@ class ListBodyUser(EndpointUser):
     ids=lambda v: v[0] if isinstance(v, list) else getattr(v, "__name__", "-"),
 )
 def test_a_field_the_class_cannot_send_is_one_line_naming_the_option(user_class: type, args: list[str], line: str):
-    error = _error(user_class, *args)
+    error = start_error(user_class, *args)
     assert error is not None and error.startswith(line), error
     assert "\n" not in error
 
 
 def test_a_cohere_v2_model_and_vllms_own_models_need_no_input_type():
-    assert _error(users.CohereEmbedUser, "--model", "embed-english-v2.0") is None
-    assert _error(users.CohereEmbedUser, "--model", "BAAI/bge-m3") is None
-    assert _error(users.CohereEmbedUser, "--model", "embed-english-v3.0", "--input-type", "search_document") is None
+    assert start_error(users.CohereEmbedUser, "--model", "embed-english-v2.0") is None
+    assert start_error(users.CohereEmbedUser, "--model", "BAAI/bge-m3") is None
+    assert (
+        start_error(users.CohereEmbedUser, "--model", "embed-english-v3.0", "--input-type", "search_document") is None
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,10 @@ from typing import Any
 import orjson
 import pytest
 import requests
-from locust.env import Environment
 
 from poolbench_locust import users
-from poolbench_locust.engine.plan import plan_for
-from poolbench_locust.start_checks import configuration_error
 from poolbench_locust.wire import count_words
-from tests.support.harness import Run, failure_text, options
+from tests.support.harness import Run, failure_text, first_body, start_error
 from tests.support.hostile import HostileServer, response, serve_requests
 from tests.support.locust_run import run_locust
 
@@ -26,24 +23,16 @@ VARIED = ("--batch-size", "3", "--input-len", "4:40")
 """Inputs of varied lengths: every request's token total differs from the one before."""
 
 
-def _error(user_class: type, *args: str) -> str | None:
-    subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
-    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
-    return configuration_error(env)
-
-
-def _body(user_class: type, *args: str) -> dict[str, Any]:
-    plan = plan_for(type(user_class.__name__, (user_class,), {}), options(*args))
-    return orjson.loads(plan.requests[0].body)
-
-
 def test_the_task_and_late_chunking_reach_the_body() -> None:
-    assert _body(users.PoolingUser, "--pooling-task", "token_classify")["task"] == "token_classify"
-    assert "task" not in _body(users.PoolingUser), "no --pooling-task: the model's own task, as vLLM's default"
-    body = _body(users.EmbeddingsUser, "--pooling-task", "token_embed", "--late-chunk-size", "8")
+    assert first_body(users.PoolingUser, "--pooling-task", "token_classify")["task"] == "token_classify"
+    assert "task" not in first_body(users.PoolingUser), "no --pooling-task: the model's own task, as vLLM's default"
+    body = first_body(users.EmbeddingsUser, "--pooling-task", "token_embed", "--late-chunk-size", "8")
     assert body["late_chunking_params"] == {"chunk_size": 8}
     assert "task" not in body and body["encoding_format"] == "float"
-    assert _body(users.PoolingUser, "--pooling-task", "token_embed", "--late-chunk-size", "8")["task"] == "token_embed"
+    assert (
+        first_body(users.PoolingUser, "--pooling-task", "token_embed", "--late-chunk-size", "8")["task"]
+        == "token_embed"
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,7 +81,7 @@ def test_the_task_and_late_chunking_reach_the_body() -> None:
     ids=lambda v: getattr(v, "__name__", None) or (v[1] if isinstance(v, list) else None),
 )
 def test_a_run_a_class_cannot_serve_stops_at_start_naming_the_option(user_class: type, args: list[str], line: str):
-    error = _error(user_class, *args)
+    error = start_error(user_class, *args)
     assert error is not None and error.startswith(line), error
     assert "\n" not in error
 

@@ -5,15 +5,31 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import orjson
 from locust.argument_parser import get_parser
 from locust.env import Environment
 
 import poolbench_locust.plugin  # noqa: F401  (registers the options with Locust's parser)
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.start_checks import configuration_error
 
 
 def options(*args: str) -> Any:
     return get_parser().parse_args(list(args))
+
+
+def start_error(user_class: type, *args: str) -> str | None:
+    """The one line that stops a run of `user_class` with these options at start, or None."""
+    subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
+    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
+    return configuration_error(env)
+
+
+def first_body(user_class: type, *args: str) -> dict[str, Any]:
+    """The first prepared request body of `user_class` with these options."""
+    plan = plan_for(type(user_class.__name__, (user_class,), {}), options(*args))
+    return orjson.loads(plan.requests[0].body)
 
 
 class Run:
