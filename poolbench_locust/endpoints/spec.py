@@ -49,11 +49,11 @@ class ParsedAnswer:
     vectors: Sequence[Any] = ()
     """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
     vector checks; empty for answers that hold none (rerank, score, classify)."""
-    image_tokens: int | None = None
-    """The server's count of image tokens where its answer gives one apart (Cohere), checked (token_count)."""
     server_ms: Mapping[str, float] = field(default_factory=dict)
     """The server's own timings the answer carries, in ms, by the request context's key (server_queue_ms,
     server_inference_ms, ...), checked by the reader (`server_duration`): shown beside the client's."""
+    image_tokens: int | None = None
+    """The server's count of image tokens where its answer gives one apart (Cohere), checked (token_count)."""
 
 
 class AnswerError(Exception):
