@@ -31,6 +31,7 @@ from tests.support.hostile import (
     HostileServer,
     Write,
     handler_process,
+    make_cert,
     read_request,
     response,
     serve_in_writes,
@@ -585,3 +586,31 @@ def test_response_length_counts_what_arrived_of_a_truncated_body():
         assert failure_text(event) == "body truncated: connection closed before Content-Length bytes arrived"
         assert event["response_length"] == arrived
         assert_next_succeeds(run)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_large_request_body_arrives_whole_and_in_order(tmp_path, tls):
+    """From 64 KiB on (an image workload's bodies), head and body leave in one gathering send, not one copy:
+    the server must still get exactly the prepared body, over plain TCP and over TLS (which takes the copy)."""
+    import ssl
+
+    received: list[bytes] = []
+
+    def record(_head: bytes, body: bytes, _n: int) -> bytes:
+        received.append(body)
+        return response(200, VALID_EMBEDDING)
+
+    context = None
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*make_cert(tmp_path, "loopback", "IP:127.0.0.1"))
+    server = HostileServer(serve_requests(record), ssl_context=context)
+    try:
+        run = Run(EmbeddingsUser, server.url, "--batch-size", "1", "--input-len", "30000", "--request-timeout", "10")
+        events = [run.one() for _ in range(3)]
+    finally:
+        server.close()
+    assert [failure_text(e) for e in events] == ["", "", ""]
+    assert run.user.plan is not None
+    sent = {r.body for r in run.user.plan.requests}
+    assert len(received) == 3 and all(len(body) >= 64 * 1024 and body in sent for body in received)

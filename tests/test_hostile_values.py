@@ -11,7 +11,6 @@ import base64
 import csv
 import os
 import struct
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from poolbench_locust.options import OptionError
 from poolbench_locust.start_checks import configuration_error
 from tests.support.bad_then_good import BATCH, Responder, assert_failed_then_ok, bad_then_good
 from tests.support.harness import Run, failure_text, options
-from tests.support.hostile import HostileServer, response, serve_requests
+from tests.support.hostile import HostileServer, make_cert, response, serve_requests
 
 SECRET = "sk-hostile-SECRET-0123456789"
 
@@ -458,20 +457,6 @@ def test_the_refusal_stops_the_run_at_start_with_one_line_and_no_key():
 
 
 # ---- 11.8b: TLS ------------------------------------------------------------------------------------
-
-
-def make_cert(directory: Path, name: str, san: str) -> tuple[Path, Path]:
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}"),
-            *("-addext", f"subjectAltName={san}", "-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
 
 
 @pytest.fixture(scope="module")

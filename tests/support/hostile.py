@@ -191,6 +191,21 @@ def serve_in_writes(writes_of: Callable[[int], Iterable[Write]], connections: li
     return handler
 
 
+def make_cert(directory: Path, name: str, san: str) -> tuple[Path, Path]:
+    """A self-signed certificate and its key for `name`, valid for the subjectAltName `san` (openssl)."""
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}"),
+            *("-addext", f"subjectAltName={san}", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
 def main() -> None:
     """Serve MODULE:HANDLER in this process until killed."""
     from gevent import monkey
