@@ -15,7 +15,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Probe, judge, mark, measure
+from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure
 from poolbench_locust.capacity.report import Outcome
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.lifecycle import exit_early
@@ -30,6 +30,11 @@ SETTLE_SHARE = 0.25
 """A probe's settle period, as a share of --sweep-step-time (at least SETTLE_MIN_S): the queue of the
 new rate forms, the previous probe's requests in flight end, and none of them count."""
 SETTLE_MIN_S = 1.0
+FLUSH_MESSAGE = "poolbench_capacity_flush"
+"""The master asks every worker for its report now, so that a probe's marks are not up to 3 s (Locust's
+WORKER_REPORT_INTERVAL) behind the workers' counters."""
+FLUSH_WAIT_S = 0.5
+"""How long the master waits for the workers' reports after asking for them."""
 
 
 def settle_seconds(step_time: float) -> float:
@@ -129,19 +134,28 @@ class CapacityShape(LoadTestShape):
             cpu = None if isinstance(runner, MasterRunner) else CpuWatch()
             if cpu is not None:
                 cpu.start()
-            before = mark(self.environment, time.monotonic())
+            before = self._mark()
             end = time.monotonic() + step
             while (left := end - time.monotonic()) > 0:
                 gevent.sleep(min(1.0, left))
                 if cpu is not None:
                     cpu.tick()
-            after = mark(self.environment, time.monotonic())
+            after = self._mark()
             if resets == self._resets:
                 break
         # The arrivals still queued in the client are this probe's backlog: sent later, they would be the
         # next probe's latencies.
         runner.send_message(DROP_DUE_MESSAGE)
         return judge(measure(number, rate, before, after, cpu, self._processes()), self.settings)
+
+    def _mark(self) -> Mark:
+        """The run's counters now; on a master, once the workers' reports asked for now are in."""
+        at = time.monotonic()
+        runner = self.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message(FLUSH_MESSAGE)
+            gevent.sleep(FLUSH_WAIT_S)
+        return mark(self.environment, at)
 
     def finish(self) -> None:
         """The run is ending (the search ended it, or -t): stop the driver, once."""
@@ -161,10 +175,14 @@ def capacity_of(environment: Environment) -> Outcome | None:
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
-    if isinstance(runner, WorkerRunner) or runner is None:
+    if runner is None:
         return
     settings = settings_of(environment)
     if not settings.find_capacity:
+        return
+    if isinstance(runner, WorkerRunner):
+        # Locust's own report (its stats, the pooling stats, the pacing figures), sent now, not in up to 3 s.
+        runner.register_message(FLUSH_MESSAGE, lambda msg, **_: runner._send_stats())
         return
     try:
         shape = CapacityShape(environment, settings)
