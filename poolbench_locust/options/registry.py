@@ -434,11 +434,14 @@ ALL_OPTIONS: tuple[Option, ...] = (
     ),
     *group(
         CAPACITY,
+        # Read once, when the run is made (the search is its load shape, installed at init): not in the web form
+        # until the web UI has its Capacity tab.
         flag(
             "--find-capacity",
             "Search the highest open-loop request rate that meets --slo: doubling from --capacity-start-rate, "
             "then bisection; each probe runs --sweep-step-time seconds after a settle period; the run ends by itself.",
             "Find the capacity",
+            web_ui=False,
         ),
         Option(
             "--capacity-attainment",
@@ -446,6 +449,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             0.99,
             "--find-capacity: the share (0-1] of a probe's requests that must meet every objective of --slo.",
             label="Share of requests within the SLO",
+            web_ui=False,
         ),
         Option(
             "--capacity-precision",
@@ -454,6 +458,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--find-capacity: bisect until the highest passing and the lowest failing rate are this share "
             "(0-1] of the passing one apart.",
             label="Precision of the capacity",
+            web_ui=False,
         ),
         Option(
             "--capacity-start-rate",
@@ -461,6 +466,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             1.0,
             "--find-capacity: the first probe's request rate, requests/s (all workers together).",
             label="First probe's rate, requests/s",
+            web_ui=False,
         ),
     ),
     *group(
