@@ -168,6 +168,27 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     jsonschema.validate(doc, schema)
 
 
+@pytest.mark.heavy
+def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answer(tmp_path):
+    """The same server, the search driven by a master over 2 worker processes (each takes half the rate)."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "5"),
+            *("--processes", "2"),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert doc["run"]["runner"] == "master" and doc["run"]["workers"] == 2
+    assert capacity["limited_by"] == SERVER and capacity["ended"] == "converged"
+    assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10), capacity["answer"]
+    assert len(rows) == len(capacity["probes"]) >= 5
+    # the probes' figures are the workers' own, as of each mark: the rate sent is the rate asked
+    assert all(p["requests_per_s"] == pytest.approx(p["rate"], rel=0.15) for p in capacity["probes"][1:] if p["passed"])
+
+
 def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_path):
     """A server that answers at once: the client falls behind before the SLO breaks at the server; the
     verdict is the client's, the run exits with the checks' code and says how many processes to try."""
