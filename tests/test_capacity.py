@@ -129,7 +129,7 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
     prefix, result = tmp_path / "cap", tmp_path / "cap.json"
     done = run_locust(
         "locustfiles/embeddings.py",
-        *("--find-capacity", "--input-len", "6", "--server-metrics", "off", "--only-summary", *args),
+        *("--find-capacity", "--input-len", "6", "--only-summary", *args),
         host=url,
         users=64,
         csv=prefix,
@@ -147,7 +147,10 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     assert 145 < computed < 160
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
-            url, tmp_path, "--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "3"
+            url,
+            tmp_path,
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "3"),
+            *("--server-metrics-interval", "0.5"),  # its /metrics: the requests waiting for a slot
         )
     assert done.returncode == 0, done.stderr[-3000:]
     capacity = doc["capacity"]
@@ -164,6 +167,11 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     answer = next(line for line in done.stderr.splitlines() if line.startswith("Capacity: "))
     assert f"Capacity: {passed:,.1f} requests/s" in answer and "limited by the server" in answer
     assert "within e2e_ms=60" in answer and "Capacity search over after" in done.stderr
+    # the server's own evidence, from --server-metrics: its queue, quoted at the answer and the bound, far
+    # longer where the rate overloaded it than at the first probe
+    waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
+    assert f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}" in answer
+    assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 10
     schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
     jsonschema.validate(doc, schema)
 
@@ -177,7 +185,7 @@ def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answ
             url,
             tmp_path,
             *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "5"),
-            *("--processes", "2"),
+            *("--processes", "2", "--server-metrics", "off"),
         )
     assert done.returncode == 0, done.stderr[-3000:]
     capacity = doc["capacity"]
@@ -194,7 +202,10 @@ def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_
     verdict is the client's, the run exits with the checks' code and says how many processes to try."""
     with slots_server(10_000, 0) as url:
         done, rows, doc = search_run(
-            url, tmp_path, "--slo", "e2e_ms=200", "--capacity-start-rate", "1000", "--sweep-step-time", "2"
+            url,
+            tmp_path,
+            *("--slo", "e2e_ms=200", "--capacity-start-rate", "1000", "--sweep-step-time", "2"),
+            *("--server-metrics", "off"),
         )
     assert done.returncode == 3, done.stderr[-3000:]
     capacity = doc["capacity"]

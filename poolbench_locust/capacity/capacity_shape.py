@@ -15,7 +15,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure
+from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_waiting
 from poolbench_locust.capacity.report import Outcome
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.lifecycle import exit_early
@@ -146,7 +146,9 @@ class CapacityShape(LoadTestShape):
         # The arrivals still queued in the client are this probe's backlog: sent later, they would be the
         # next probe's latencies.
         runner.send_message(DROP_DUE_MESSAGE)
-        return judge(measure(number, rate, before, after, cpu, self._processes()), self.settings)
+        probe = measure(number, rate, before, after, cpu, self._processes())
+        probe.server_waiting = server_waiting(self.environment, before.wall, after.wall)
+        return judge(probe, self.settings)
 
     def _mark(self) -> Mark:
         """The run's counters now; on a master, once the workers' reports asked for now are in."""

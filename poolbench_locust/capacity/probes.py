@@ -8,6 +8,7 @@ steps are: nothing is added to the per-request path."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.pacing import BEHIND_RATIO, CPU_BUSY_PERCENT, MIN_SHORTFALL, SUSTAINED_TICKS, watcher_of
 from poolbench_locust.options import Settings, Slo
+from poolbench_locust.servermetrics.scraping import scraping_of
 
 SENT_RATIO = 0.95
 """A probe passes only if the client sent at least this share of its schedule."""
@@ -45,6 +47,8 @@ class Mark:
     sent: int
     cpu_busy: frozenset[str] = frozenset()
     """The processes the pacing board had seen busy (a distributed run's only figure of CPU per probe)."""
+    wall: float = 0.0
+    """time.time() of the mark: the server's scrapes are stamped with it."""
 
 
 def mark(environment: Environment, at: float) -> Mark:
@@ -69,7 +73,27 @@ def mark(environment: Environment, at: float) -> Mark:
         scheduled=scheduled,
         sent=sent,
         cpu_busy=busy,
+        wall=time.time(),
     )
+
+
+def server_waiting(environment: Environment, since: float, until: float) -> float | None:
+    """The requests the server said were waiting in its queue (--server-metrics: vLLM's num_requests_waiting,
+    TEI's queue size, ...): the mean of its scrapes between two wall-clock times (of every target's, with
+    several); None when no scrape of a queue fell in the window."""
+    state = scraping_of(environment)
+    if state is None:
+        return None
+    values = [
+        value
+        for view in state.views
+        for at, gauges in view.history
+        if since <= at <= until
+        and isinstance(value := gauges.get("waiting"), int | float)
+        and math.isfinite(value)
+        and value >= 0
+    ]
+    return sum(values) / len(values) if values else None
 
 
 class CpuWatch:
@@ -114,6 +138,8 @@ class Probe:
     cpu_peak: float | None = None
     cpu_busy: bool = False
     processes: int = 1
+    server_waiting: float | None = None
+    """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
     passed: bool = False
     limited_by: str = SERVER
     why: list[str] = field(default_factory=list)

@@ -29,6 +29,7 @@ CSV_COLUMNS = (
     "E2E 99%",
     "TTFB 99%",
     "Peak CPU %",
+    "Server Waiting",
     "Passed",
     "Limited By",
     "Why",
@@ -70,6 +71,7 @@ def row(probe: Probe) -> dict[str, Any]:
         "E2E 99%": shown_ms(probe.e2e_p99_ms),
         "TTFB 99%": shown_ms(probe.ttfb_p99_ms),
         "Peak CPU %": _round(probe.cpu_peak, 0),
+        "Server Waiting": _round(probe.server_waiting, 1),
         "Passed": "yes" if probe.passed else "no",
         "Limited By": probe.limited_by,
         "Why": "; ".join(probe.why),
@@ -134,6 +136,11 @@ class Outcome:
                 f"limited by the server: at {bound.rate:,.1f} requests/s {'; '.join(bound.why)} while the client "
                 f"kept its schedule"
             )
+            if best.server_waiting is not None and bound.server_waiting is not None:
+                text += (
+                    f"; its own queue held {best.server_waiting:,.1f} requests at {best.rate:,.1f}/s and "
+                    f"{bound.server_waiting:,.1f} at {bound.rate:,.1f}/s (mean of its scrapes)"
+                )
         text += f"; the client sent {100 * (best.sent_ratio or 0):.1f} % of its schedule"
         if self.ended == "cut short":
             text += f" (the search was cut short by the run time: the bracket is wider than {self.precision:.0%})"
@@ -194,6 +201,7 @@ class Outcome:
                     "e2e_p50_ms": p.e2e_p50_ms,
                     "e2e_p99_ms": p.e2e_p99_ms,
                     "cpu_peak_percent": p.cpu_peak,
+                    "server_waiting": p.server_waiting,
                     "passed": p.passed,
                     "limited_by": p.limited_by,
                     "why": list(p.why),

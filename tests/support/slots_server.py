@@ -4,7 +4,9 @@ N / service time, and its waiting times are computed by `md_n_attainment_rate`).
 
 Served in a process of its own (`python -m tests.support.hostile tests.support.slots_server:slots`), so
 that its clock owes nothing to the client's gevent hub. Each POST gets a valid answer of its endpoint
-(tests/support/recording_server.py's), after its slot's service time; anything else is a 404."""
+(tests/support/recording_server.py's), after its slot's service time; GET /metrics answers vLLM's names
+for what it counted (the prompt tokens, the requests waiting for a slot and those in one), so that
+--server-metrics reads its queue; anything else is a 404."""
 
 from __future__ import annotations
 
@@ -23,18 +25,36 @@ from tests.support.recording_server import answer_for
 SLOTS = int(os.environ.get("SLOTS_N", "4"))
 SERVICE_S = float(os.environ.get("SLOTS_SERVICE_MS", "20")) / 1000
 _slots = Semaphore(SLOTS)  # gevent's semaphore wakes its waiters in the order they came
+counts = {"waiting": 0, "running": 0, "prompt_tokens": 0}
+
+
+def metrics() -> bytes:
+    return (
+        f"vllm:prompt_tokens_total {counts['prompt_tokens']}\n"
+        f"vllm:num_requests_waiting {counts['waiting']}\n"
+        f"vllm:num_requests_running {counts['running']}\n"
+    ).encode()
 
 
 def slots(sock: socket.socket, _conn: int) -> None:
     while (request := read_request(sock)) is not None:
         head, body = request
+        if head.startswith(b"GET /metrics"):
+            sock.sendall(response(200, metrics(), content_type="text/plain; version=0.0.4"))
+            continue
         if not head.startswith(b"POST"):
             sock.sendall(response(404, b"{}"))
             continue
         route = head.split(b" ", 2)[1].decode()
+        doc = orjson.loads(body)
+        counts["waiting"] += 1
         with _slots:
+            counts["waiting"] -= 1
+            counts["running"] += 1
             gevent.sleep(SERVICE_S)
-        sock.sendall(response(200, answer_for(route, orjson.loads(body))))
+            counts["running"] -= 1
+        counts["prompt_tokens"] += sum(len(t.split()) for t in doc.get("input", []))
+        sock.sendall(response(200, answer_for(route, doc)))
 
 
 def md_n_attainment(rate: float, slots: int, service_ms: float, bound_ms: float, arrivals: int = 200_000) -> float:
