@@ -172,6 +172,10 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
     assert f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}" in answer
     assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 10
+    # the chart of the probes beside the CSV: attainment and p99 against the rate, every probe marked
+    image = (tmp_path / "cap_capacity.svg").read_text()
+    assert "Capacity: attainment" in image and "Capacity: E2E p99" in image and "SLO e2e_ms=60" in image
+    assert all(f">#{n}<" in image for n in range(1, len(rows) + 1)), image[:2000]
     schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
     jsonschema.validate(doc, schema)
 

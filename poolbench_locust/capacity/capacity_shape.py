@@ -16,7 +16,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_waiting
-from poolbench_locust.capacity.report import Outcome
+from poolbench_locust.capacity.report import Outcome, probe_sheet
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.checks import EXIT_CODE
@@ -201,6 +201,9 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
             outcome.write_csv(f"{prefix}_capacity.csv")
+            if image := probe_sheet(outcome, settings.slo.e2e_ms if settings.slo else None):
+                with open(f"{prefix}_capacity.svg", "w") as f:
+                    f.write(image)
         if outcome.failed() and environment.process_exit_code in (None, 0):
             environment.process_exit_code = EXIT_CODE
 

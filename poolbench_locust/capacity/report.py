@@ -4,11 +4,14 @@ row a probe) and the JSON result's `capacity` object, all from one `Outcome`."""
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from poolbench_locust import texttable
 from poolbench_locust.capacity.probes import CLIENT, Probe
+from poolbench_locust.charts.figures import sheet
+from poolbench_locust.charts.svg import Series, line_chart, number_label
 from poolbench_locust.metrics.table import shown_ms
 
 CSV_COLUMNS = (
@@ -209,3 +212,30 @@ class Outcome:
                 for p in self.probes
             ],
         }
+
+
+def probe_sheet(outcome: Outcome, e2e_bound_ms: float | None) -> str:
+    """PREFIX_capacity.svg: attainment and E2E p99 against each probe's rate, the target and the SLO's bound
+    drawn as lines; each point labelled with its probe's number. Empty without probes."""
+    probes = sorted(outcome.probes, key=lambda p: p.rate)
+    if not probes:
+        return ""
+    rates = (probes[0].rate, probes[-1].rate)
+    notes = [f"#{p.number}" for p in probes]
+    attainment = [
+        Series("attainment", [(p.rate, 100 * (p.attainment or 0.0)) for p in probes], notes),
+        Series(f"target {100 * outcome.target_attainment:g} %", [(r, 100 * outcome.target_attainment) for r in rates]),
+    ]
+    latency = [
+        Series("E2E p99", [(p.rate, p.e2e_p99_ms if p.e2e_p99_ms is not None else math.nan) for p in probes], notes)
+    ]
+    if e2e_bound_ms is not None:
+        latency.append(Series(f"SLO e2e_ms={e2e_bound_ms:g}", [(r, e2e_bound_ms) for r in rates]))
+    x_label = "target requests/s; points: probe #"
+    charts = [
+        line_chart(
+            "Capacity: attainment", attainment, y_unit="%", x_label=x_label, x_format=number_label, markers=True
+        ),
+        line_chart("Capacity: E2E p99", latency, y_unit="ms", x_label=x_label, x_format=number_label, markers=True),
+    ]
+    return sheet(f"Capacity search: {100 * outcome.target_attainment:g} % within {outcome.slo}", charts)
