@@ -218,3 +218,19 @@ def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_
     assert not last["passed"] and last["limited_by"] == CLIENT and rows[-1]["Limited By"] == CLIENT
     assert "Capacity: not claimed for the server: the client was the limit" in done.stderr
     assert "--processes or workers" in done.stderr and "Check failed: --find-capacity" in done.stderr
+
+
+def test_the_run_time_caps_a_search_and_the_answer_says_it_was_cut_short(tmp_path):
+    """Locust starts -t's timer only once a load shape has ended: the search keeps it itself."""
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", "e2e_ms=60", "--capacity-start-rate", "10", "--sweep-step-time", "1"),
+            *("--server-metrics", "off", "-t", "5s"),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert capacity["ended"] == "cut short" and 1 <= len(rows) <= 3, capacity["answer"]
+    assert "Capacity search cut short by the run time (-t 5s)" in done.stderr
+    assert "the search was cut short by the run time" in capacity["answer"]

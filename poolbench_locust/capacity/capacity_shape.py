@@ -73,6 +73,12 @@ class CapacityShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         if self.done:
             return None
+        # Locust starts -t's timer only after a shape has ended: the shape keeps it itself, as the cap.
+        run_time = getattr(self.environment.parsed_options, "run_time", None)
+        if run_time and self.get_run_time() >= run_time:
+            logger.info("Capacity search cut short by the run time (-t %gs)", run_time)
+            self.finish()
+            return None
         if self._driver is None:
             self._driver = gevent.spawn(self._drive)
         return self.users, float(self.users)
