@@ -17,6 +17,7 @@ from poolbench_locust import (
     start_checks,
     stop_timeout,
 )
+from poolbench_locust.capacity import capacity_shape
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
@@ -57,6 +58,8 @@ def setup(events: Events, pages: PageEvents) -> None:
     chart_tabs.setup(events, pages)
     pooling_reports.setup(events, pages)
     clientload.setup(events, pages)
+    # --find-capacity: after the client load, so its probe table and answer print after that table.
+    capacity_shape.setup(events)
     tokengap.setup(events)
     json_result.setup(events)
     server_metrics.setup(events, pages)

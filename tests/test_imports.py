@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sweep", ("sweep",)),  # the load shape that steps, and its step table
     ("charts", ("charts",)),
     ("servermetrics", ("servermetrics",)),
+    ("capacity", ("capacity",)),  # --find-capacity: the search's load shape, its probes and their report
     ("results", ("results",)),  # the JSON result, poolbench-compare
     ("exporter", ("exporter",)),
     ("start", ("start_checks", "preflight", "stop_timeout", "embedded_mock", "webform")),

@@ -113,6 +113,7 @@ REQUEST = "Request"
 WORKLOAD = "Workload"
 OPEN_LOOP = "Open loop"
 SWEEP = "Sweep"
+CAPACITY = "Capacity"
 CHECKS = "Checks"
 SERVER_METRICS = "Server metrics"
 PROMETHEUS = "Prometheus"
@@ -430,6 +431,43 @@ ALL_OPTIONS: tuple[Option, ...] = (
             label="Users of the steps",
         ),
         Option("--sweep-step-time", positive, 30.0, "Seconds per sweep step.", label="Seconds per step"),
+    ),
+    *group(
+        CAPACITY,
+        # Read once, when the run is made (the search is its load shape, installed at init): not in the web form
+        # until the web UI has its Capacity tab.
+        flag(
+            "--find-capacity",
+            "Search the highest open-loop request rate that meets --slo: doubling from --capacity-start-rate, "
+            "then bisection; each probe runs --sweep-step-time seconds after a settle period; the run ends by itself.",
+            "Find the capacity",
+            web_ui=False,
+        ),
+        Option(
+            "--capacity-attainment",
+            share,
+            0.99,
+            "--find-capacity: the share (0-1] of a probe's requests that must meet every objective of --slo.",
+            label="Share of requests within the SLO",
+            web_ui=False,
+        ),
+        Option(
+            "--capacity-precision",
+            share,
+            0.05,
+            "--find-capacity: bisect until the highest passing and the lowest failing rate are this share "
+            "(0-1] of the passing one apart.",
+            label="Precision of the capacity",
+            web_ui=False,
+        ),
+        Option(
+            "--capacity-start-rate",
+            positive,
+            1.0,
+            "--find-capacity: the first probe's request rate, requests/s (all workers together).",
+            label="First probe's rate, requests/s",
+            web_ui=False,
+        ),
     ),
     *group(
         CHECKS,

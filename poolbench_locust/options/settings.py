@@ -89,6 +89,11 @@ class Settings:
     sweep_rates: tuple[float, ...] | None = None
     sweep_users: tuple[int, ...] | None = None
     sweep_step_time: float = 30.0
+    # Capacity
+    find_capacity: bool = False
+    capacity_attainment: float = 0.99
+    capacity_precision: float = 0.05
+    capacity_start_rate: float = 1.0
     # Checks
     check_p95_ms: float | None = None
     check_fail_ratio: float | None = None
@@ -125,11 +130,11 @@ class Settings:
     @cached_property  # asked on every request
     def open_loop(self) -> bool:
         """An open loop: requests leave on a schedule of their own, not when an answer came back. The
-        schedule is a rate (--request-rate), a sweep's rates (--sweep-rates) or a trace's timestamps
-        (--dataset trace:); its requests are counted as scheduled and sent, and wait for a free slot
-        (--max-concurrency, the users) when they fall due. The one definition: every check and the
-        docs (docs/workloads.md) mean this."""
-        return bool(self.request_rate or self.sweep_rates or self.trace)
+        schedule is a rate (--request-rate), a sweep's rates (--sweep-rates), a capacity search's probes
+        (--find-capacity) or a trace's timestamps (--dataset trace:); its requests are counted as
+        scheduled and sent, and wait for a free slot (--max-concurrency, the users) when they fall due.
+        The one definition: every check and the docs (docs/workloads.md) mean this."""
+        return bool(self.request_rate or self.sweep_rates or self.trace or self.find_capacity)
 
     @property
     def binary(self) -> bool:
@@ -161,6 +166,7 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         for flag in ("--request-rate", "--sweep-rates", "--sweep-users"):
             if getattr(s, BY_FLAG[flag].dest):
                 yield OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
+    yield from _capacity_refused(s)
     if s.max_concurrency and not s.open_loop:
         yield OptionError("--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace")
     if s.dataset_column is not None and not s.dataset.startswith(("file:", "hf:")):
@@ -179,6 +185,19 @@ def _refused(s: Settings) -> Iterator[OptionError]:
             "the rate sent is an open loop's: give --request-rate or --sweep-rates (or replay a trace, "
             "--dataset trace:) too",
         )
+
+
+def _capacity_refused(s: Settings) -> Iterator[OptionError]:
+    """--find-capacity sets each probe's rate itself, and judges each probe by --slo."""
+    if not s.find_capacity:
+        return
+    if s.slo is None:
+        yield OptionError("--find-capacity", "the capacity is the highest rate that meets --slo: give --slo")
+    for flag in ("--sweep-rates", "--sweep-users", "--request-rate"):
+        if getattr(s, BY_FLAG[flag].dest):
+            yield OptionError(flag, "--find-capacity sets the rate of each probe itself: leave it out")
+    if s.trace is not None:
+        yield OptionError("--find-capacity", "a trace (--dataset trace:) sets every request's time: leave one out")
 
 
 def _token_level_refused(s: Settings) -> Iterator[OptionError]:

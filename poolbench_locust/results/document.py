@@ -27,6 +27,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
+from poolbench_locust.capacity.capacity_shape import capacity_of
 from poolbench_locust.metrics.client_board import board_if_any
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
@@ -227,6 +228,12 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
     }
 
 
+def _capacity(environment: Environment) -> Any:
+    """--find-capacity's answer and its probes (capacity/), or None when the run searched none."""
+    outcome = capacity_of(environment)
+    return None if outcome is None else json_safe(outcome.as_dict())
+
+
 def _server_metrics(environment: Environment) -> Any:
     """The server's own figures (servermetrics/), where they were scraped."""
     state = scraping_of(environment)
@@ -312,6 +319,7 @@ def build(
         "series_seconds": series_of(environment).width,
         "history": {"interval_s": history.interval, "samples": json_safe(history.samples)},
         "sweep": _sweep(environment, started),
+        "capacity": _capacity(environment),
         "server_metrics": _server_metrics(environment),
         "client_load": _client_load(environment),
         # vLLM's names for the run's total, at the top level where its tooling looks

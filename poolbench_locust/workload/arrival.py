@@ -32,6 +32,7 @@ from poolbench_locust.options import Settings, settings_of
 from poolbench_locust.store import Slot
 
 RATE_MESSAGE = "poolbench_rate"
+DROP_DUE_MESSAGE = "poolbench_drop_due"
 
 Arrival = tuple[float, "int | None"]
 """The perf_counter time a request is due, and the trace's line it sends (None: the rate's)."""
@@ -123,6 +124,21 @@ class OpenLoop:
         if schedule is not None:
             schedule.over(environment, sent)
 
+    def drop_due(self) -> int:
+        """Drop the arrivals due and not yet taken (a capacity probe's backlog, which would otherwise be sent
+        during the next probe and charged to its latencies); how many. The end-of-schedule None stays."""
+        dropped = 0
+        kept: list[Arrival | None] = []
+        while not self._due.empty():
+            arrival = self._due.get_nowait()
+            if arrival is None:
+                kept.append(arrival)
+            else:
+                dropped += 1
+        for arrival in kept:
+            self._due.put(arrival)
+        return dropped
+
     def next_arrival(self, environment: Any, settings: Settings, schedule: Schedule | None = None) -> Arrival | None:
         """Block until an arrival is due: (the perf_counter time it was due, maybe in the past; the schedule's
         line or None). None once `schedule` is over."""
@@ -181,8 +197,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     def set_rate(msg: Any, **_: Any) -> None:  # a sweep step on the master changes every process's rate
         open_loop_of(environment).rate_override = float(msg.data)
 
+    def drop_due(msg: Any, **_: Any) -> None:  # a capacity probe ended: its backlog is not the next one's
+        open_loop_of(environment).drop_due()
+
     if runner is not None and hasattr(runner, "register_message"):
         runner.register_message(RATE_MESSAGE, set_rate)
+        runner.register_message(DROP_DUE_MESSAGE, drop_due)
 
 
 def _on_test_start(environment: Any, **_: Any) -> None:

@@ -1,0 +1,232 @@
+"""One probe of the search: the figures at the start and at the end of its measured window (its marks),
+and what they say: its attainment, its failure ratio, the share of its schedule the client sent, whether
+it passed, and who was the limit.
+
+The figures are differences of the run's own counters (the pooling stats, the pacing tally), as a sweep's
+steps are: nothing is added to the per-request path."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from poolbench_locust.metrics.client_board import board_of
+from poolbench_locust.metrics.collector import stats_of
+from poolbench_locust.metrics.histogram import Histogram, difference
+from poolbench_locust.metrics.pacing import BEHIND_RATIO, CPU_BUSY_PERCENT, MIN_SHORTFALL, SUSTAINED_TICKS, watcher_of
+from poolbench_locust.options import Settings, Slo
+from poolbench_locust.servermetrics.scraping import scraping_of
+
+SENT_RATIO = 0.95
+"""A probe passes only if the client sent at least this share of its schedule."""
+DEFAULT_FAIL_RATIO = 0.01
+"""The highest failure ratio of a passing probe, when --check-fail-ratio is not given."""
+SERVER = "server"
+CLIENT = "client"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The run's counters at one moment."""
+
+    at: float
+    requests: int
+    failures: int
+    good: int
+    sequences: int
+    input_tokens: int
+    e2e: dict[str, Any]
+    ttfb: dict[str, Any]
+    scheduled: int
+    sent: int
+    cpu_busy: frozenset[str] = frozenset()
+    """The processes the pacing board had seen busy (a distributed run's only figure of CPU per probe)."""
+    wall: float = 0.0
+    """time.time() of the mark: the server's scrapes are stamped with it."""
+
+
+def mark(environment: Environment, at: float) -> Mark:
+    total = stats_of(environment).total
+    if isinstance(environment.runner, MasterRunner):
+        board = board_of(environment)
+        pace = board.total()
+        scheduled, sent = (pace.scheduled, pace.sent) if pace is not None else (0, 0)
+        busy = frozenset(name for name, figures in board.processes.items() if figures.cpu_busy)
+    else:
+        figures = watcher_of(environment).current(environment)
+        scheduled, sent, busy = figures.scheduled, figures.sent, frozenset()
+    return Mark(
+        at=at,
+        requests=total.requests,
+        failures=total.failures,
+        good=total.good_requests,
+        sequences=total.sequences,
+        input_tokens=total.input_tokens,
+        e2e=total.timings["e2e"].dump(),
+        ttfb=total.timings["ttfb"].dump(),
+        scheduled=scheduled,
+        sent=sent,
+        cpu_busy=busy,
+        wall=time.time(),
+    )
+
+
+def server_waiting(environment: Environment, since: float, until: float) -> float | None:
+    """The requests the server said were waiting in its queue (--server-metrics: vLLM's num_requests_waiting,
+    TEI's queue size, ...): the mean of its scrapes between two wall-clock times (of every target's, with
+    several); None when no scrape of a queue fell in the window."""
+    state = scraping_of(environment)
+    if state is None:
+        return None
+    values = [
+        value
+        for view in state.views
+        for at, gauges in view.history
+        if since <= at <= until
+        and isinstance(value := gauges.get("waiting"), int | float)
+        and math.isfinite(value)
+        and value >= 0
+    ]
+    return sum(values) / len(values) if values else None
+
+
+class CpuWatch:
+    """This process's CPU, once a second during a probe's window: whether it stayed above 90 % for a few
+    seconds in a row, as metrics/pacing.py judges it (its own psutil handle: the pacing watcher's figure
+    counts from that watcher's last call)."""
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self.peak: float | None = None
+        self.busy = False
+        self._ticks = 0
+
+    def start(self) -> None:
+        self._process.cpu_percent(None)
+        self.peak, self.busy, self._ticks = None, False, 0
+
+    def tick(self) -> None:
+        cpu = self._process.cpu_percent(None)
+        self.peak = cpu if self.peak is None else max(self.peak, cpu)
+        self._ticks = self._ticks + 1 if cpu > CPU_BUSY_PERCENT else 0
+        self.busy = self.busy or self._ticks >= SUSTAINED_TICKS
+
+
+@dataclass
+class Probe:
+    """A probe's figures over its measured window, and its verdict."""
+
+    number: int
+    rate: float
+    seconds: float = 0.0
+    requests: int = 0
+    failures: int = 0
+    good: int = 0
+    sequences: int = 0
+    input_tokens: int = 0
+    scheduled: int = 0
+    sent: int = 0
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    ttfb_p99_ms: float | None = None
+    cpu_peak: float | None = None
+    cpu_busy: bool = False
+    processes: int = 1
+    server_waiting: float | None = None
+    """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
+    passed: bool = False
+    limited_by: str = SERVER
+    why: list[str] = field(default_factory=list)
+    """Why it failed (or, for a client verdict, why the client was the limit), a phrase each."""
+
+    @property
+    def attainment(self) -> float | None:
+        """The share of its requests that succeeded and met every objective of --slo."""
+        return self.good / self.requests if self.requests else None
+
+    @property
+    def fail_ratio(self) -> float | None:
+        return self.failures / self.requests if self.requests else None
+
+    @property
+    def sent_ratio(self) -> float | None:
+        return min(self.sent / self.scheduled, 1.0) if self.scheduled else None
+
+    @property
+    def behind(self) -> bool:
+        """The client fell behind its schedule (pacing's rule, over the whole window)."""
+        return self.scheduled - self.sent >= MIN_SHORTFALL and self.sent < BEHIND_RATIO * self.scheduled
+
+    def per_second(self, amount: int) -> float:
+        return amount / self.seconds if self.seconds > 0 else 0.0
+
+    def workers_needed(self) -> int:
+        """How many processes the next try needs so that the client is not the limit at this rate."""
+        n = self.processes
+        if self.cpu_busy and self.cpu_peak:
+            # each process at about 70 % of a core leaves room for bursts
+            return max(n + 1, math.ceil(n * self.cpu_peak / 70.0))
+        ratio = self.sent_ratio or 1.0
+        return max(n + 1, math.ceil(n / max(ratio, 0.01) * 1.2))
+
+
+def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch | None, processes: int) -> Probe:
+    e2e, ttfb = Histogram(), Histogram()
+    e2e.merge(difference(after.e2e, before.e2e))
+    ttfb.merge(difference(after.ttfb, before.ttfb))
+    return Probe(
+        number=number,
+        rate=rate,
+        seconds=max(after.at - before.at, 1e-9),
+        requests=after.requests - before.requests,
+        failures=after.failures - before.failures,
+        good=after.good - before.good,
+        sequences=after.sequences - before.sequences,
+        input_tokens=after.input_tokens - before.input_tokens,
+        scheduled=after.scheduled - before.scheduled,
+        sent=after.sent - before.sent,
+        e2e_p50_ms=e2e.percentile(0.5) if e2e.n else None,
+        e2e_p99_ms=e2e.percentile(0.99) if e2e.n else None,
+        ttfb_p99_ms=ttfb.percentile(0.99) if ttfb.n else None,
+        cpu_peak=cpu.peak if cpu is not None else None,
+        cpu_busy=(cpu.busy if cpu is not None else False) or bool(after.cpu_busy - before.cpu_busy),
+        processes=processes,
+    )
+
+
+def judge(probe: Probe, settings: Settings) -> Probe:
+    """Set whether the probe passed, why not, and who was the limit."""
+    assert settings.slo is not None  # --find-capacity without --slo is refused at start
+    slo: Slo = settings.slo
+    max_fail = settings.check_fail_ratio if settings.check_fail_ratio is not None else DEFAULT_FAIL_RATIO
+    why: list[str] = []
+    attainment, fail_ratio, sent_ratio = probe.attainment, probe.fail_ratio, probe.sent_ratio
+    if not probe.requests:
+        why.append("no request was answered")
+    if attainment is not None and attainment < settings.capacity_attainment:
+        why.append(f"{100 * attainment:.1f} % of requests met {slo} (needs {100 * settings.capacity_attainment:g} %)")
+    if fail_ratio is not None and fail_ratio > max_fail:
+        why.append(f"{100 * fail_ratio:.1f} % failed (at most {100 * max_fail:g} %)")
+    if sent_ratio is not None and sent_ratio < SENT_RATIO:
+        why.append(f"the client sent {100 * sent_ratio:.1f} % of its schedule")
+    probe.passed = not why
+    probe.why = why
+    probe.limited_by = SERVER
+    if probe.cpu_busy:
+        probe.limited_by = CLIENT
+        probe.why.append(f"the client's CPU stayed above {CPU_BUSY_PERCENT:g} % (peak {probe.cpu_peak or 0:.0f} %)")
+    elif probe.behind:
+        # The schedule outran the users. With a server that kept answering within the objective, too few
+        # users (slots) or too little client is the limit; a server whose own answers grew beyond it held
+        # every slot: the server is.
+        bound = slo.e2e_ms if slo.e2e_ms is not None else slo.ttfb_ms
+        server_slow = bound is not None and probe.ttfb_p99_ms is not None and probe.ttfb_p99_ms > bound
+        if not server_slow:
+            probe.limited_by = CLIENT
+    return probe

@@ -1,0 +1,241 @@
+"""Where the search shows: the console's probe table and its one answer line, PREFIX_capacity.csv (one
+row a probe) and the JSON result's `capacity` object, all from one `Outcome`."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from poolbench_locust import texttable
+from poolbench_locust.capacity.probes import CLIENT, Probe
+from poolbench_locust.charts.figures import sheet
+from poolbench_locust.charts.svg import Series, line_chart, number_label
+from poolbench_locust.metrics.table import shown_ms
+
+CSV_COLUMNS = (
+    "Probe",
+    "Target Requests/s",
+    "Seconds",
+    "Scheduled",
+    "Sent",
+    "Sent Ratio",
+    "Request Count",
+    "Failure Count",
+    "Good Count",
+    "Requests/s",
+    "Sequences/s",
+    "Input Tokens/s",
+    "Attainment",
+    "E2E 50%",
+    "E2E 99%",
+    "TTFB 99%",
+    "Peak CPU %",
+    "Server Waiting",
+    "Passed",
+    "Limited By",
+    "Why",
+)
+CONSOLE_COLUMNS = (
+    "Probe",
+    "Target Requests/s",
+    "Sent Ratio",
+    "Requests/s",
+    "Attainment",
+    "E2E 50%",
+    "E2E 99%",
+    "Peak CPU %",
+    "Passed",
+    "Limited By",
+)
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def row(probe: Probe) -> dict[str, Any]:
+    return {
+        "Probe": probe.number,
+        "Target Requests/s": round(probe.rate, 2),
+        "Seconds": round(probe.seconds, 1),
+        "Scheduled": probe.scheduled,
+        "Sent": probe.sent,
+        "Sent Ratio": _round(probe.sent_ratio, 3),
+        "Request Count": probe.requests,
+        "Failure Count": probe.failures,
+        "Good Count": probe.good,
+        "Requests/s": round(probe.per_second(probe.requests), 2),
+        "Sequences/s": round(probe.per_second(probe.sequences), 2),
+        "Input Tokens/s": round(probe.per_second(probe.input_tokens), 1),
+        "Attainment": _round(probe.attainment, 4),
+        "E2E 50%": shown_ms(probe.e2e_p50_ms),
+        "E2E 99%": shown_ms(probe.e2e_p99_ms),
+        "TTFB 99%": shown_ms(probe.ttfb_p99_ms),
+        "Peak CPU %": _round(probe.cpu_peak, 0),
+        "Server Waiting": _round(probe.server_waiting, 1),
+        "Passed": "yes" if probe.passed else "no",
+        "Limited By": probe.limited_by,
+        "Why": "; ".join(probe.why),
+    }
+
+
+@dataclass
+class Outcome:
+    """The search so far: its probes, in order, and how it ended."""
+
+    slo: str
+    target_attainment: float
+    precision: float
+    probes: list[Probe] = field(default_factory=list)
+    ended: str | None = None
+    """Why the search ended: 'converged', 'client', 'no rate passed', 'every rate passed', or 'cut short'."""
+
+    def best(self) -> Probe | None:
+        """The passing probe of the highest rate."""
+        return max((p for p in self.probes if p.passed), key=lambda p: p.rate, default=None)
+
+    def bound(self) -> Probe | None:
+        """The failing probe of the lowest rate: the one whose verdict is the answer's."""
+        return min((p for p in self.probes if not p.passed), key=lambda p: p.rate, default=None)
+
+    @property
+    def limited_by(self) -> str | None:
+        bound = self.bound()
+        return None if bound is None else bound.limited_by
+
+    @property
+    def claimed(self) -> bool:
+        """A capacity of the server is claimed: some rate passed and the client was not the limit above it."""
+        return self.best() is not None and self.limited_by != CLIENT
+
+    def failed(self) -> bool:
+        """The run exits with the checks' code: no capacity of the server could be claimed."""
+        return bool(self.probes) and not self.claimed
+
+    def answer(self) -> str:
+        best, bound = self.best(), self.bound()
+        if bound is not None and bound.limited_by == CLIENT:
+            return (
+                f"Capacity: not claimed for the server: the client was the limit at {bound.rate:,.1f} requests/s "
+                f"({'; '.join(bound.why) or 'it fell behind its schedule'}). Run it again with "
+                f"{bound.workers_needed()} --processes or workers."
+                + (f" The highest rate that passed was {best.rate:,.1f} requests/s." if best is not None else "")
+            )
+        if best is None:
+            return f"Capacity: no rate met {self.target_attainment * 100:.1f} % within {self.slo}" + (
+                f" (the lowest probe, {bound.rate:,.3g} requests/s: {'; '.join(bound.why)})." if bound else "."
+            )
+        text = (
+            f"Capacity: {best.rate:,.1f} requests/s ({best.per_second(best.sequences):,.0f} inputs/s, "
+            f"{best.per_second(best.input_tokens):,.0f} input tokens/s) with "
+            f"{100 * (best.attainment or 0):.1f} % of requests within {self.slo}; "
+        )
+        if bound is None:
+            text += "every probe passed: the limit was not reached"
+        else:
+            text += (
+                f"limited by the server: at {bound.rate:,.1f} requests/s {'; '.join(bound.why)} while the client "
+                f"kept its schedule"
+            )
+            if best.server_waiting is not None and bound.server_waiting is not None:
+                text += (
+                    f"; its own queue held {best.server_waiting:,.1f} requests at {best.rate:,.1f}/s and "
+                    f"{bound.server_waiting:,.1f} at {bound.rate:,.1f}/s (mean of its scrapes)"
+                )
+        text += f"; the client sent {100 * (best.sent_ratio or 0):.1f} % of its schedule"
+        if self.ended == "cut short":
+            text += f" (the search was cut short by the run time: the bracket is wider than {self.precision:.0%})"
+        return text + "."
+
+    def console_lines(self) -> list[str]:
+        if not self.probes:
+            return []
+        cells = [list(CONSOLE_COLUMNS)]
+        for probe in self.probes:
+            values = row(probe)
+            cells.append(
+                [
+                    ""
+                    if values[c] is None
+                    else f"{values[c]:,}"
+                    if isinstance(values[c], int | float)
+                    else str(values[c])
+                    for c in CONSOLE_COLUMNS
+                ]
+            )
+        title = (
+            f"Capacity search (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; E2E in ms; "
+            "Sent Ratio: of the probe's schedule)"
+        )
+        return [title, *texttable.aligned(cells), "", self.answer()]
+
+    def write_csv(self, path: str) -> None:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            writer.writerows(row(p) for p in self.probes)
+
+    def as_dict(self) -> dict[str, Any]:
+        best = self.best()
+        return {
+            "requests_per_s": best.rate if best is not None and self.claimed else None,
+            "measured_requests_per_s": best.per_second(best.requests) if best is not None else None,
+            "input_tokens_per_s": best.per_second(best.input_tokens) if best is not None else None,
+            "sequences_per_s": best.per_second(best.sequences) if best is not None else None,
+            "attainment": best.attainment if best is not None else None,
+            "sent_ratio": best.sent_ratio if best is not None else None,
+            "limited_by": self.limited_by,
+            "slo": self.slo,
+            "target_attainment": self.target_attainment,
+            "precision": self.precision,
+            "ended": self.ended,
+            "answer": self.answer(),
+            "probes": [
+                {
+                    "rate": p.rate,
+                    "seconds": p.seconds,
+                    "sent_ratio": p.sent_ratio,
+                    "requests": p.requests,
+                    "failures": p.failures,
+                    "requests_per_s": p.per_second(p.requests),
+                    "attainment": p.attainment,
+                    "e2e_p50_ms": p.e2e_p50_ms,
+                    "e2e_p99_ms": p.e2e_p99_ms,
+                    "cpu_peak_percent": p.cpu_peak,
+                    "server_waiting": p.server_waiting,
+                    "passed": p.passed,
+                    "limited_by": p.limited_by,
+                    "why": list(p.why),
+                }
+                for p in self.probes
+            ],
+        }
+
+
+def probe_sheet(outcome: Outcome, e2e_bound_ms: float | None) -> str:
+    """PREFIX_capacity.svg: attainment and E2E p99 against each probe's rate, the target and the SLO's bound
+    drawn as lines; each point labelled with its probe's number. Empty without probes."""
+    probes = sorted(outcome.probes, key=lambda p: p.rate)
+    if not probes:
+        return ""
+    rates = (probes[0].rate, probes[-1].rate)
+    notes = [f"#{p.number}" for p in probes]
+    attainment = [
+        Series("attainment", [(p.rate, 100 * (p.attainment or 0.0)) for p in probes], notes),
+        Series(f"target {100 * outcome.target_attainment:g} %", [(r, 100 * outcome.target_attainment) for r in rates]),
+    ]
+    latency = [
+        Series("E2E p99", [(p.rate, p.e2e_p99_ms if p.e2e_p99_ms is not None else math.nan) for p in probes], notes)
+    ]
+    if e2e_bound_ms is not None:
+        latency.append(Series(f"SLO e2e_ms={e2e_bound_ms:g}", [(r, e2e_bound_ms) for r in rates]))
+    x_label = "target requests/s; points: probe #"
+    charts = [
+        line_chart(
+            "Capacity: attainment", attainment, y_unit="%", x_label=x_label, x_format=number_label, markers=True
+        ),
+        line_chart("Capacity: E2E p99", latency, y_unit="ms", x_label=x_label, x_format=number_label, markers=True),
+    ]
+    return sheet(f"Capacity search: {100 * outcome.target_attainment:g} % within {outcome.slo}", charts)

@@ -1,0 +1,236 @@
+"""--find-capacity: the search's arithmetic, each probe's verdict, the options it refuses at start, and
+whole searches against a server of known capacity (tests/support/slots_server.py: N slots x a fixed
+service time, its M/D/N answer computed here) and against one far faster than one client process."""
+
+from __future__ import annotations
+
+import csv
+import json
+from contextlib import AbstractContextManager
+from importlib.resources import files
+
+import jsonschema
+import pytest
+
+from poolbench_locust.capacity.probes import CLIENT, SERVER, Probe, judge
+from poolbench_locust.capacity.search import Search
+from poolbench_locust.options import OptionError, Settings
+from tests.support.harness import options
+from tests.support.hostile import server_process
+from tests.support.locust_run import run_locust
+from tests.support.slots_server import md_n_attainment_rate
+
+
+def slots_server(slots: int, service_ms: float) -> AbstractContextManager[str]:
+    env = {"SLOTS_N": str(slots), "SLOTS_SERVICE_MS": str(service_ms)}
+    return server_process("tests.support.slots_server:slots", env)
+
+
+# ---- the search's arithmetic ---------------------------------------------------------------------------
+
+
+def run_search(search: Search, capacity: float) -> list[float]:
+    """The rates a search probes against a server that passes every rate up to `capacity`."""
+    probed = []
+    while (rate := search.next_rate()) is not None:
+        probed.append(rate)
+        search.record(rate, rate <= capacity)
+        assert len(probed) < 60, probed
+    return probed
+
+
+def test_the_search_doubles_to_an_upper_bound_then_bisects_to_the_precision():
+    search = Search(start=40, precision=0.05)
+    probed = run_search(search, capacity=153)
+    assert probed[:3] == [40, 80, 160]  # doubling until the first failure
+    assert probed[3:5] == [120, 140]  # then halving the bracket
+    assert search.passed is not None and search.failed is not None
+    assert search.passed <= 153 < search.failed and search.failed - search.passed <= 0.05 * search.passed
+
+
+def test_a_search_whose_first_probe_fails_halves_down_and_stops_when_nothing_passes():
+    search = Search(start=100, precision=0.05)
+    probed = run_search(search, capacity=30)
+    assert probed[:3] == [100, 50, 25]
+    assert 30 * 0.95 <= search.passed <= 30 < search.failed
+    nothing = Search(start=100, precision=0.05)
+    assert run_search(nothing, capacity=0)[-1] >= 100 / 1024 and nothing.passed is None
+
+
+# ---- a probe's verdict ----------------------------------------------------------------------------------
+
+
+def settings(*args: str) -> Settings:
+    return Settings.from_options(options("--find-capacity", "--slo", "e2e_ms=60", *args))
+
+
+def probe(**figures: float) -> Probe:
+    base = dict(number=1, rate=100.0, seconds=4.0, requests=400, good=400, scheduled=400, sent=400)
+    return Probe(**{**base, **figures})  # type: ignore[arg-type]
+
+
+def test_a_probe_passes_when_attainment_failures_and_the_rate_sent_all_hold():
+    assert judge(probe(good=396), settings()).passed  # 99.0 %
+    low = judge(probe(good=395), settings())
+    assert not low.passed and low.limited_by == SERVER and "98.8 % of requests met e2e_ms=60" in low.why[0]
+    assert not judge(probe(good=396), settings("--capacity-attainment", "0.995")).passed
+    failing = judge(probe(failures=8, good=392), settings("--capacity-attainment", "0.9"))
+    assert not failing.passed and "2.0 % failed (at most 1 %)" in failing.why[0]
+    assert judge(probe(failures=8, good=392), settings("--capacity-attainment", "0.9", "--check-fail-ratio", "0.05"))
+
+
+def test_a_client_that_fell_behind_is_the_limit_unless_the_server_was_slow_too():
+    fast_server = judge(probe(sent=300, good=300, requests=300, ttfb_p99_ms=25.0), settings())
+    assert not fast_server.passed and fast_server.limited_by == CLIENT
+    assert "the client sent 75.0 % of its schedule" in fast_server.why
+    slow_server = judge(probe(sent=300, good=30, requests=300, ttfb_p99_ms=900.0), settings())
+    assert not slow_server.passed and slow_server.limited_by == SERVER
+    busy = judge(probe(cpu_busy=True, cpu_peak=99.0), settings())
+    assert busy.limited_by == CLIENT and busy.workers_needed() == 2
+
+
+# ---- refused at start -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "--find-capacity: the capacity is the highest rate that meets --slo: give --slo"),
+        (("--slo", "e2e_ms=60", "--sweep-rates", "10,20"), "--sweep-rates: --find-capacity sets the rate"),
+        (("--slo", "e2e_ms=60", "--sweep-users", "1,2"), "--sweep-users: --find-capacity sets the rate"),
+        (("--slo", "e2e_ms=60", "--request-rate", "5"), "--request-rate: --find-capacity sets the rate"),
+        (("--slo", "e2e_ms=60", "--dataset", "trace:t.jsonl"), "--find-capacity: a trace (--dataset trace:)"),
+    ],
+)
+def test_what_the_search_cannot_run_with_is_refused_naming_the_option(args, message):
+    with pytest.raises(OptionError) as refused:
+        Settings.from_options(options("--find-capacity", *args))
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+def test_an_attainment_outside_zero_to_one_stops_the_run_at_start():
+    for bad in ("0", "1.5"):
+        result = run_locust("locustfiles/embeddings.py", "--find-capacity", "--capacity-attainment", bad)
+        assert result.returncode == 2 and "argument --capacity-attainment: must be" in result.stderr
+
+
+def test_without_slo_the_run_stops_at_start_before_any_request(mock_server):
+    result = run_locust("locustfiles/embeddings.py", "--find-capacity", host=mock_server.url, users=4, run_time="5s")
+    assert result.returncode == 1 and "--find-capacity: the capacity is the highest rate" in result.stderr
+    assert mock_server.stats()["requests"] == 0
+
+
+# ---- whole searches --------------------------------------------------------------------------------------
+
+SLOTS, SERVICE_MS, SLO_MS = 4, 20.0, 60.0
+
+
+def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
+    prefix, result = tmp_path / "cap", tmp_path / "cap.json"
+    done = run_locust(
+        "locustfiles/embeddings.py",
+        *("--find-capacity", "--input-len", "6", "--only-summary", *args),
+        host=url,
+        users=64,
+        csv=prefix,
+        json_result=result,
+        timeout=timeout,
+    )
+    with open(f"{prefix}_capacity.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return done, rows, json.loads(result.read_text())
+
+
+def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
+    """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    assert 145 < computed < 160
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "3"),
+            *("--server-metrics-interval", "0.5"),  # its /metrics: the requests waiting for a slot
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert capacity["limited_by"] == SERVER and capacity["ended"] == "converged"
+    assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10), capacity["answer"]
+    assert capacity["input_tokens_per_s"] == pytest.approx(6 * capacity["measured_requests_per_s"], rel=0.01)
+    # one CSV row a probe, as in the JSON result; the bracket is within the precision
+    assert [float(r["Target Requests/s"]) for r in rows] == [p["rate"] for p in capacity["probes"]]
+    passed = max(p["rate"] for p in capacity["probes"] if p["passed"])
+    failed = min(p["rate"] for p in capacity["probes"] if not p["passed"])
+    assert passed == capacity["requests_per_s"] and failed - passed <= 0.05 * passed
+    assert all(p["sent_ratio"] >= 0.95 for p in capacity["probes"] if p["passed"])
+    # the console: the probe table and its one answer line
+    answer = next(line for line in done.stderr.splitlines() if line.startswith("Capacity: "))
+    assert f"Capacity: {passed:,.1f} requests/s" in answer and "limited by the server" in answer
+    assert "within e2e_ms=60" in answer and "Capacity search over after" in done.stderr
+    # the server's own evidence, from --server-metrics: its queue, quoted at the answer and the bound, far
+    # longer where the rate overloaded it than at the first probe
+    waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
+    assert f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}" in answer
+    assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 10
+    # the chart of the probes beside the CSV: attainment and p99 against the rate, every probe marked
+    image = (tmp_path / "cap_capacity.svg").read_text()
+    assert "Capacity: attainment" in image and "Capacity: E2E p99" in image and "SLO e2e_ms=60" in image
+    assert all(f">#{n}<" in image for n in range(1, len(rows) + 1)), image[:2000]
+    schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
+@pytest.mark.heavy
+def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answer(tmp_path):
+    """The same server, the search driven by a master over 2 worker processes (each takes half the rate)."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "5"),
+            *("--processes", "2", "--server-metrics", "off"),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert doc["run"]["runner"] == "master" and doc["run"]["workers"] == 2
+    assert capacity["limited_by"] == SERVER and capacity["ended"] == "converged"
+    assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10), capacity["answer"]
+    assert len(rows) == len(capacity["probes"]) >= 5
+    # the probes' figures are the workers' own, as of each mark: the rate sent is the rate asked
+    assert all(p["requests_per_s"] == pytest.approx(p["rate"], rel=0.15) for p in capacity["probes"][1:] if p["passed"])
+
+
+def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_path):
+    """A server that answers at once: the client falls behind before the SLO breaks at the server; the
+    verdict is the client's, the run exits with the checks' code and says how many processes to try."""
+    with slots_server(10_000, 0) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", "e2e_ms=200", "--capacity-start-rate", "1000", "--sweep-step-time", "2"),
+            *("--server-metrics", "off"),
+        )
+    assert done.returncode == 3, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert capacity["limited_by"] == CLIENT and capacity["requests_per_s"] is None and capacity["ended"] == "client"
+    last = capacity["probes"][-1]
+    assert not last["passed"] and last["limited_by"] == CLIENT and rows[-1]["Limited By"] == CLIENT
+    assert "Capacity: not claimed for the server: the client was the limit" in done.stderr
+    assert "--processes or workers" in done.stderr and "Check failed: --find-capacity" in done.stderr
+
+
+def test_the_run_time_caps_a_search_and_the_answer_says_it_was_cut_short(tmp_path):
+    """Locust starts -t's timer only once a load shape has ended: the search keeps it itself."""
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", "e2e_ms=60", "--capacity-start-rate", "10", "--sweep-step-time", "1"),
+            *("--server-metrics", "off", "-t", "5s"),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    assert capacity["ended"] == "cut short" and 1 <= len(rows) <= 3, capacity["answer"]
+    assert "Capacity search cut short by the run time (-t 5s)" in done.stderr
+    assert "the search was cut short by the run time" in capacity["answer"]
