@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from poolbench_locust.repeats.student_t import mean_ci95, t_975
+from poolbench_locust.results.compare import Run, compare
 from tests.support.locust_run import csv_rows, run_locust
 
 
@@ -106,3 +107,26 @@ def test_repeat_with_a_sweep_is_refused(mock_server):
     )
     assert result.returncode == 1
     assert "--repeat" in result.stderr
+
+
+def _run_with_repeats(rates: list[float]) -> Run:
+    repeats = [
+        {"repeat": i + 1, "requests_per_s": r, "input_tokens_per_s": 100 * r, "e2e_p50_ms": 10.0, "e2e_p99_ms": 20.0}
+        for i, r in enumerate(rates)
+    ]
+    return Run("run.json", {"requests": [], "total": {"pooling": {}, "locust": {}}, "repeats": repeats})
+
+
+def test_compare_judges_the_means_by_the_repeats_spread():
+    section = compare([_run_with_repeats([100, 101, 99]), _run_with_repeats([90, 91, 89])])[-1]
+    assert section.title == "repeats (mean of 3 vs 3)"
+    change = section.changes[0]["Requests/s"]
+    assert (change.base, change.new) == (100, 90)
+    assert change.significant  # 10 requests/s apart, each mean known to about 0.6
+    noisy = compare([_run_with_repeats([100, 130, 70]), _run_with_repeats([90, 120, 60])])[-1]
+    assert not noisy.changes[0]["Requests/s"].significant  # the same 10 apart, within the repeats' spread
+
+
+def test_compare_needs_repeats_on_both_sides():
+    found = compare([_run_with_repeats([100, 101, 99]), _run_with_repeats([90])])
+    assert not any(s.title.startswith("repeats") for s in found)

@@ -57,8 +57,10 @@ class RepeatTable:
         )
 
     def intervals(self) -> dict[str, tuple[float, float, float] | None]:
-        """Each headline figure's (mean, low, high) over the repeats; None with fewer than two."""
-        return {key: mean_ci95([r[key] for r in self.repeats if r[key] is not None]) for key, _ in HEADLINE}
+        """Each headline figure's (mean, low, high) over the repeats; None with fewer than two. Every
+        headline figure is a rate or a time, never below zero: nor is the interval's low end."""
+        found = {key: mean_ci95([r[key] for r in self.repeats if r[key] is not None]) for key, _ in HEADLINE}
+        return {key: (v[0], max(v[1], 0.0), v[2]) if v else None for key, v in found.items()}
 
     def summary_rows(self) -> list[list[Any]]:
         found = self.intervals()
