@@ -23,6 +23,7 @@ from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, pooling_reports, tokengap
+from poolbench_locust.repeats import repeat_runs
 from poolbench_locust.results import json_result
 from poolbench_locust.serverlimits import limits_check
 from poolbench_locust.servermetrics import server_metrics
@@ -53,6 +54,8 @@ def setup(events: Events, pages: PageEvents) -> None:
     # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
     locust_pages.setup(events)
     sweep_shape.setup(events)
+    # --repeat's resets between repeats, after the start checks (a refused run starts no repeats).
+    repeat_runs.setup(events)
     # The figures and where they are shown (the order of their report sections and web UI tabs is
     # locust_pages' *_SECTION and *_TAB).
     chart_tabs.setup(events, pages)

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("users", ("users",)),  # the User classes, one declaration each
     ("metrics", ("metrics",)),  # the pooling stats, fed by the request events; pacing; the checks
     ("sweep", ("sweep",)),  # the load shape that steps, and its step table
+    ("repeats", ("repeats",)),  # --repeat: each repeat's figures, their mean and 95 % interval
     ("charts", ("charts",)),
     ("servermetrics", ("servermetrics",)),
     ("capacity", ("capacity",)),  # --find-capacity: the search's load shape, its probes and their report
@@ -47,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "metrics.pooling_reports",
             "metrics.clientload",
             "metrics.tokengap",
+            "repeats.repeat_runs",
             "charts.chart_tabs",
             "servermetrics.server_metrics",
             "results.json_result",

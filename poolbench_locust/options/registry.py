@@ -382,6 +382,14 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "Seconds from the start whose requests are sent but counted nowhere.",
             label="Warm-up, s",
         ),
+        Option(
+            "--repeat",
+            whole(1),
+            1,
+            "Run the measured window (-t after --warmup) N times, stats reset between, and give each "
+            "headline figure as a mean and its 95-percent confidence interval.",
+            label="Repeats",
+        ),
     ),
     *group(
         OPEN_LOOP,

@@ -80,6 +80,7 @@ class Settings:
     tokenizer: str | None = None
     count_tokens_with_server: bool = False
     warmup: float = 0.0
+    repeat: int = 1
     # Open loop
     request_rate: float | None = None
     burstiness: float = 1.0
@@ -150,6 +151,8 @@ def _refused(s: Settings) -> Iterator[OptionError]:
     """Every rule between options: the combinations that cannot run, each with the option to change."""
     if s.sweep_rates and s.sweep_users:
         yield OptionError("--sweep-rates", "choose --sweep-rates or --sweep-users, not both")
+    if s.repeat > 1 and (s.sweep_rates or s.sweep_users):
+        yield OptionError("--repeat", "a sweep's steps share -t already: leave --repeat out, or the sweep")
     if s.sweep_rates and s.request_rate:
         yield OptionError("--request-rate", "--sweep-rates sets the rate of each step: leave --request-rate out")
     if s.encoding_format == "float":  # JSON numbers have no dtype or byte order to ask for

@@ -20,7 +20,18 @@ import orjson
 from poolbench_locust import texttable
 from poolbench_locust.metrics.collector import AGGREGATED
 from poolbench_locust.results.document import FORMAT, FORMAT_VERSION
-from poolbench_locust.results.noise import FIGURES, STEP_FIGURES, Change, Figure, change, chunks, relative_error, value
+from poolbench_locust.results.noise import (
+    FIGURES,
+    REPEAT_FIGURES,
+    STEP_FIGURES,
+    Change,
+    Figure,
+    change,
+    chunks,
+    relative_error,
+    repeat_error,
+    value,
+)
 from poolbench_locust.results.series import Block
 
 EXIT_REGRESSION = 1
@@ -43,6 +54,8 @@ class ComparedSection:
     blocks: list[list[Block]]
     changes: list[dict[str, Change]] = field(default_factory=list)
     """Per run after the base: figure title -> change."""
+    errors: list[dict[str, float | None]] | None = None
+    """Per run: figure title -> relative error, where it is known without the blocks (--repeat's spread)."""
 
 
 @dataclass
@@ -112,7 +125,32 @@ def sections(runs: Sequence[Run]) -> list[ComparedSection]:
         ]
         out.append(ComparedSection(name, FIGURES, rows, [blocks_of(e) for e in entries]))
     out.extend(_step_sections(runs))
+    out.extend(_repeat_sections(runs))
     return out
+
+
+def _repeat_values(doc: dict[str, Any], key: str) -> list[float]:
+    repeats = doc.get("repeats")
+    if not isinstance(repeats, list):
+        return []
+    found = (value(r.get(key)) for r in repeats if isinstance(r, dict))
+    return [v for v in found if v is not None]
+
+
+def _repeat_sections(runs: Sequence[Run]) -> list[ComparedSection]:
+    """With --repeat on both sides: each headline figure's mean over the repeats, its noise their
+    spread. A run with one repeat (or none) shows its value there, and no noise."""
+    counts = [len(_repeat_values(r.doc, "requests_per_s")) for r in runs]
+    if counts[0] < 2 or max(counts[1:], default=0) < 2:
+        return []
+    rows: list[dict[str, dict[str, Any]] | None] = []
+    errors: list[dict[str, float | None]] = []
+    for run in runs:
+        found = {f.column: _repeat_values(run.doc, f.column) for f in REPEAT_FIGURES}
+        rows.append({"repeats": {k: sum(v) / len(v) for k, v in found.items() if v}} if any(found.values()) else None)
+        errors.append({f.title: repeat_error(found[f.column]) for f in REPEAT_FIGURES})
+    title = f"repeats (mean of {counts[0]}" + "".join(f" vs {n}" for n in counts[1:]) + ")"
+    return [ComparedSection(title, REPEAT_FIGURES, rows, [[] for _ in runs], errors=errors)]
 
 
 def _step_sections(runs: Sequence[Run]) -> list[ComparedSection]:
@@ -149,7 +187,7 @@ def compare(runs: Sequence[Run]) -> list[ComparedSection]:
     out = sections(runs)
     for section in out:
         pieces = [chunks(blocks) for blocks in section.blocks]
-        errors = [{f.title: relative_error(f, p) for f in section.figures} for p in pieces]
+        errors = section.errors or [{f.title: relative_error(f, p) for f in section.figures} for p in pieces]
         for i in range(1, len(runs)):
             section.changes.append(
                 {
@@ -259,7 +297,8 @@ def text_tables(found: Sequence[ComparedSection], runs: Sequence[Run]) -> str:
     lines += [
         "",
         "* beyond run-to-run noise: the change exceeds 3 standard errors of the difference (bootstrap over",
-        "  each run's seconds) and the histogram's resolution. ? the run is too short to estimate its noise.",
+        "  each run's seconds, or the spread of its --repeat repeats) and the histogram's resolution.",
+        "? the run is too short to estimate its noise.",
     ]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 

@@ -33,6 +33,8 @@ from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.options import settings_of
+from poolbench_locust.repeats.clock import repeats_of
+from poolbench_locust.repeats.repeat_table import HEADLINE
 from poolbench_locust.results.series import TOTAL, Block, Key, series_of
 from poolbench_locust.servermetrics.scraping import scraping_of
 from poolbench_locust.sweep.steps import STEP_COLUMNS
@@ -252,6 +254,15 @@ def _iso(epoch: float | None) -> str | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
+def _repeats(environment: Environment) -> dict[str, Any]:
+    """--repeat: each repeat's figures, and each headline figure's 95 % interval [low, high] (None
+    with one repeat: no spread to judge)."""
+    table = repeats_of(environment).table
+    if table is None:
+        return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}}
+    return table.to_json()
+
+
 def build(
     environment: Environment,
     stats: PoolingStats,
@@ -322,6 +333,7 @@ def build(
         "capacity": _capacity(environment),
         "server_metrics": _server_metrics(environment),
         "client_load": _client_load(environment),
+        **_repeats(environment),
         # vLLM's names for the run's total, at the top level where its tooling looks
         "date": datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S"),
         "backend": "poolbench-locust",

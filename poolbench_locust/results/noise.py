@@ -105,6 +105,24 @@ STEP_FIGURES: tuple[Figure, ...] = (
 )
 
 
+REPEAT_FIGURES: tuple[Figure, ...] = (
+    Figure("Requests/s", "higher", "repeats", "requests_per_s", rate_of("requests")),
+    Figure("Input Tokens/s", "higher", "repeats", "input_tokens_per_s", rate_of("input_tokens")),
+    Figure("E2E 50%", "lower", "repeats", "e2e_p50_ms", percentile_of("e2e", 0.50), "ms"),
+    Figure("E2E 99%", "lower", "repeats", "e2e_p99_ms", percentile_of("e2e", 0.99), "ms"),
+)
+"""--repeat's headline figures: the mean of the repeats, its noise their spread (repeat_error)."""
+
+
+def repeat_error(values: Sequence[float]) -> float | None:
+    """The standard error of the repeats' mean over the mean: the repeats are independent runs of the
+    same test, so their spread measures the run-to-run noise itself; None with fewer than two."""
+    if len(values) < 2:
+        return None
+    centre = statistics.fmean(values)
+    return statistics.stdev(values) / math.sqrt(len(values)) / abs(centre) if centre else None
+
+
 def relative_error(figure: Figure, pieces: Sequence[Block], seed: int = 0) -> float | None:
     """The figure's standard error over its value, from RESAMPLES draws of the chunks; None when
     the run is too short to tell."""

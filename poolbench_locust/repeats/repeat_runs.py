@@ -1,0 +1,94 @@
+"""--repeat N: the measured window (-t less --warmup) cut into N repeats of equal length, Locust's stats
+reset between them, as --warmup resets them at its end, so each repeat's figures are its own.
+
+How long a repeat is: -t less --warmup, divided by N, rather than an option of its own, so that -t
+stays the whole run's length (a Kubernetes job's deadline, the web UI's run time) and a run with
+--repeat takes as long as the same run without it. --repeat therefore needs -t.
+
+The master drives the resets: at a repeat's end it asks every worker to send what it has counted and
+reset, waits for each worker's answer (its report arrives before the answer, on the same socket), then
+takes the repeat's row from the merged stats and resets its own. The last repeat's row is taken at
+quitting, after the workers' last reports, as the sweep's last step is."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from locust.env import Environment
+from locust.event import Events
+from locust.runners import MasterRunner, WorkerRunner
+
+from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.options import OptionError, settings_of
+from poolbench_locust.repeats.clock import DONE_MESSAGE, REPEAT_MESSAGE, repeats_of, reset_stats
+
+logger = logging.getLogger("poolbench_locust")
+
+
+def _planned(environment: Environment) -> int:
+    try:
+        return settings_of(environment).repeat
+    except OptionError:  # a bad value is refused before the run (start_checks, webform.validation)
+        return 1
+
+
+NEEDS_RUN_TIME = "needs -t longer than --warmup: the repeats share the time after warm-up"
+
+
+def _needs_run_time(environment: Environment, planned: int) -> bool:
+    run_time = getattr(environment.parsed_options, "run_time", None)
+    return planned > 1 and (not run_time or run_time <= settings_of(environment).warmup)
+
+
+def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+
+        def reset_on_ask(msg: Any, **_: Any) -> None:
+            runner._send_stats()  # what this worker counted in the repeat that ended, before the reset
+            reset_stats(environment)
+            runner.send_message(DONE_MESSAGE)
+
+        runner.register_message(REPEAT_MESSAGE, reset_on_ask)
+        return
+    if runner is None:
+        return
+    if web_ui is None and _needs_run_time(environment, _planned(environment)):
+        exit_early(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
+    repeats = repeats_of(environment)
+    if isinstance(runner, MasterRunner):
+        runner.register_message(DONE_MESSAGE, lambda msg, **_: repeats.acked())
+
+    @environment.events.test_start.add_listener
+    def start(**_: Any) -> None:
+        planned = _planned(environment)
+        repeats.stop()
+        repeats.table = None
+        if planned <= 1:
+            return
+        if _needs_run_time(environment, planned):
+            stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
+            return
+        warmup = settings_of(environment).warmup
+        repeats.start(environment, planned, warmup, (environment.parsed_options.run_time - warmup) / planned)
+
+    @environment.events.test_stop.add_listener
+    def stopped(**_: Any) -> None:
+        repeats.stop()
+        repeats.ended_at = time.time()
+
+    @environment.events.quitting.add_listener
+    def finish(**_: Any) -> None:
+        repeats.finish()
+        table = repeats.table
+        if table is None or not table.repeats:
+            return
+        logger.info("%s", table.console())
+        prefix = getattr(environment.parsed_options, "csv_prefix", None)
+        if prefix:
+            table.write(f"{prefix}_repeats.csv")
+
+
+def setup(events: Events) -> None:
+    events.init.add_listener(_on_init)

@@ -1,0 +1,99 @@
+"""The repeats' table: one row per repeat (PREFIX_repeats.csv, the console, the JSON result's
+`repeats`), then the mean and the 95 % confidence interval of each headline figure.
+
+Locust's stats are reset between repeats (repeat_runs.py), so a repeat's figures are the stats as
+they stand when it ends: requests/s and input tokens/s over its own seconds, E2E p50/p99 from the
+pooling stats' precise histogram (as the sweep's step table)."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+from locust.env import Environment
+
+from poolbench_locust.metrics.collector import stats_of
+from poolbench_locust.metrics.histogram import Histogram, difference
+from poolbench_locust.metrics.table import shown_ms
+from poolbench_locust.repeats.student_t import mean_ci95
+from poolbench_locust.texttable import aligned
+
+HEADLINE = (
+    ("requests_per_s", "Requests/s"),
+    ("input_tokens_per_s", "Input Tokens/s"),
+    ("e2e_p50_ms", "E2E 50%"),
+    ("e2e_p99_ms", "E2E 99%"),
+)
+"""The figures given as mean and interval: the JSON key (`<key>_ci95` at the result's top level), the column."""
+COLUMNS = ["Repeat", "Seconds", "Request Count", "Failure Count", *(title for _, title in HEADLINE)]
+
+
+class RepeatTable:
+    """The repeats that have ended, each a dict with the JSON result's keys."""
+
+    def __init__(self, environment: Environment, planned: int) -> None:
+        self.environment = environment
+        self.planned = planned
+        self.repeats: list[dict[str, Any]] = []
+
+    def close(self, seconds: float) -> None:
+        """The repeat that just ended, after `seconds` of counting: its figures are the stats as they stand."""
+        total = self.environment.runner.stats.total  # type: ignore[union-attr]
+        pooling = stats_of(self.environment).total
+        e2e = Histogram()
+        e2e.merge(difference(pooling.timings["e2e"].dump(), None))
+        seconds = max(seconds, 1e-9)
+        self.repeats.append(
+            {
+                "repeat": len(self.repeats) + 1,
+                "seconds": round(seconds, 3),
+                "requests": total.num_requests,
+                "failures": total.num_failures,
+                "requests_per_s": round(total.num_requests / seconds, 3),
+                "input_tokens_per_s": round(pooling.input_tokens / seconds, 1),
+                "e2e_p50_ms": shown_ms(e2e.percentile(0.50)),
+                "e2e_p99_ms": shown_ms(e2e.percentile(0.99)),
+            }
+        )
+
+    def intervals(self) -> dict[str, tuple[float, float, float] | None]:
+        """Each headline figure's (mean, low, high) over the repeats; None with fewer than two. Every
+        headline figure is a rate or a time, never below zero: nor is the interval's low end."""
+        found = {key: mean_ci95([r[key] for r in self.repeats if r[key] is not None]) for key, _ in HEADLINE}
+        return {key: (v[0], max(v[1], 0.0), v[2]) if v else None for key, v in found.items()}
+
+    def summary_rows(self) -> list[list[Any]]:
+        found = self.intervals()
+        means = [round(v[0], 3) if v else "" for v in found.values()]
+        lows = [round(v[1], 3) if v else "" for v in found.values()]
+        highs = [round(v[2], 3) if v else "" for v in found.values()]
+        return [["mean", "", "", "", *means], ["ci95_low", "", "", "", *lows], ["ci95_high", "", "", "", *highs]]
+
+    def rows(self) -> list[list[Any]]:
+        return [
+            [r["repeat"], r["seconds"], r["requests"], r["failures"], *(r[k] for k, _ in HEADLINE)]
+            for r in self.repeats
+        ]
+
+    def write(self, path: str) -> None:
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(COLUMNS)
+            writer.writerows(self.rows())
+            writer.writerows(self.summary_rows())
+
+    def console(self) -> str:
+        """The repeats and one line per headline figure: mean [low, high]."""
+        lines = ["Repeats", *aligned([COLUMNS, *([("" if c is None else str(c)) for c in row] for row in self.rows())])]
+        for (_, title), found in zip(HEADLINE, self.intervals().values(), strict=True):
+            if found is not None:
+                mean, low, high = found
+                lines.append(f"{title}: {mean:,.3f} (95 % CI {low:,.3f} .. {high:,.3f}, {len(self.repeats)} repeats)")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON result's `repeats` and the `<figure>_ci95` keys at its top level."""
+        out: dict[str, Any] = {"repeats": list(self.repeats)}
+        for (key, _), found in zip(HEADLINE, self.intervals().values(), strict=True):
+            out[f"{key}_ci95"] = [round(found[1], 3), round(found[2], 3)] if found else None
+        return out
