@@ -112,7 +112,7 @@ def test_beside_the_server_the_energy_per_million_tokens_is_the_power_times_the_
             "locustfiles/embeddings.py",
             *LOAD,
             *("--server-metrics", f"{mock_server.url}/metrics,{dcgm}/metrics"),
-            *("--server-metrics-interval", "1", "--stop-timeout", "5"),
+            *("--server-metrics-interval", "1", "--stop-timeout", "5", "--html", str(tmp_path / "g.html")),
             host=mock_server.url,
             users=2,
             run_time="4s",
@@ -145,6 +145,8 @@ def test_beside_the_server_the_energy_per_million_tokens_is_the_power_times_the_
     assert block["energy_j"] == pytest.approx(dcgm_page.WATTS * seconds, rel=0.05)
     assert [g["gpu_util_mean_pct"] for g in block["per_gpu"]] == [90.0, 10.0]
     assert "Energy of the measured window" in result.stderr and "Traceback" not in result.stderr
+    assert "energy counter grew at" not in result.stderr  # the page's counter moves at every scrape
+    assert "<th>Energy J/1M Input Tokens</th>" in (tmp_path / "g.html").read_text()
 
 
 def test_the_console_shows_each_gpu_and_the_energy():
@@ -156,3 +158,17 @@ def test_the_console_shows_each_gpu_and_the_energy():
     assert "GPUs (dcgm-exporter; util in %)" in text and "1000.0" in text  # 250 W x 4 s
     gpu_lines = [line for line in lines if " gpu=" in line]
     assert len(gpu_lines) == 2 and "90.0" in gpu_lines[0] and "10.0" in gpu_lines[1]
+
+
+def test_an_energy_counter_sampled_less_often_than_scraped_gets_a_note():
+    view = ServerView("http://dcgm:9400/metrics")
+    for second in range(7):  # dcgm-exporter's default: a new sample every 30 s, scraped every 5 s
+        observe(view, dcgm_page.page(30.0 * (second // 6)), 5.0 * second)
+    figures = gpu.figures(view, 1000, 10)
+    assert figures is not None and figures.energy_j == pytest.approx(250 * 30)
+    assert figures.energy_note is not None and "grew at 1 of 6 scrapes" in figures.energy_note
+    assert "-c 1000" in figures.energy_note
+    steady = ServerView("http://dcgm:9400/metrics")
+    for second in range(7):
+        observe(steady, dcgm_page.page(5.0 * second), 5.0 * second)
+    assert gpu.figures(steady, 1000, 10).energy_note is None  # type: ignore[union-attr]

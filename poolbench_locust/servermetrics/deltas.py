@@ -137,6 +137,9 @@ class ServerView:
         self.gauges: dict[str, Gauge] = {role: Gauge() for role in GAUGES}
         self.each: dict[str, dict[SeriesKey, Gauge]] = {role: {} for role in EACH}
         """The gauges of EACH, series by series (a GPU each)."""
+        self.moved: dict[str, list[int]] = {role: [0, 0] for role in COUNTERS}
+        """Per counter: the scrapes since the base at which it grew, and all of them (an exporter that
+        samples less often than it is scraped leaves it unchanged between its samples)."""
         self.history: deque[tuple[float, dict[str, float | None]]] = deque(maxlen=HISTORY_KEPT)
         self.marks: deque[Mark] = deque()
         self.started = self.last
@@ -184,6 +187,7 @@ class ServerView:
         prev = self._prev_values.setdefault(role, {})
         if first:
             prev.clear()
+        was = self.counters[role]
         for key, value in series.items():
             before = prev.get(key)
             if before is None:
@@ -195,6 +199,9 @@ class ServerView:
                 self.counters[role] += value
             prev[key] = value
         _forget_unseen(prev, series)
+        if not first and series:
+            self.moved[role][0] += int(self.counters[role] > was)
+            self.moved[role][1] += 1
 
     def _observe_each(self, role: str, series: dict[SeriesKey, float]) -> None:
         """A scrape with no good series of it adds nothing (not a 0); past MAX_EACH series, new ones

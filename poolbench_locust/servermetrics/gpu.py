@@ -45,6 +45,8 @@ class GpuFigures:
     """Summed over the GPUs; None when the exporter wrote no energy counter (GPUs before Volta)."""
     energy_j_per_1m_input_tokens: float | None
     energy_j_per_1k_requests: float | None
+    energy_note: str | None = None
+    """Why the energy may be off: its counter moved at few of the scrapes."""
     per_gpu: list[OneGpu] = field(default_factory=list)
 
 
@@ -92,6 +94,23 @@ def energy_j(view: ServerView) -> float | None:
     return view.counters["energy_mj"] / 1000.0
 
 
+MOVED_AT_LEAST = 0.5
+"""An energy counter that grew at fewer of the scrapes than this share was sampled less often than scraped."""
+
+
+def energy_note(view: ServerView) -> str | None:
+    """A note when the energy counter stood still at most scrapes: dcgm-exporter samples its fields every
+    --collect-interval (30 s by default), so the window's energy is off by up to one interval's power."""
+    grew, scrapes = view.moved["energy_mj"]
+    if scrapes < 2 or grew >= MOVED_AT_LEAST * scrapes:
+        return None
+    return (
+        f"the energy counter grew at {grew} of {scrapes} scrapes: dcgm-exporter samples less often than it is "
+        "scraped (its --collect-interval is 30 s by default), so the energy is off by up to one of its "
+        "intervals; start it with -c 1000"
+    )
+
+
 def figures(view: ServerView, input_tokens: int, requests: int) -> GpuFigures | None:
     """The target's GPU figures, or None when it is no dcgm-exporter; the client's input tokens and
     successful requests of the same window give the energy per million and per thousand."""
@@ -113,5 +132,6 @@ def figures(view: ServerView, input_tokens: int, requests: int) -> GpuFigures | 
         energy_j=_round(energy, 3),
         energy_j_per_1m_input_tokens=_round(per_token, 3),
         energy_j_per_1k_requests=_round(per_request, 3),
+        energy_note=energy_note(view) if energy is not None else None,
         per_gpu=[_one(view, key) for key in keys],
     )
