@@ -172,3 +172,18 @@ def test_an_energy_counter_sampled_less_often_than_scraped_gets_a_note():
     for second in range(7):
         observe(steady, dcgm_page.page(5.0 * second), 5.0 * second)
     assert gpu.figures(steady, 1000, 10).energy_note is None  # type: ignore[union-attr]
+
+
+def test_two_marks_give_the_energy_and_power_between_them():
+    view = ServerView("http://dcgm:9400/metrics")
+    observe(view, dcgm_page.page(0.0), 0.0)
+    assert gpu.mark(ServerView("x")) is None
+    observe(view, dcgm_page.page(2.0), 2.0)
+    start = gpu.mark(view)
+    assert start is not None
+    assert gpu.energy_between(start, start) is None  # no scrape between them: no figure, not 0 W
+    observe(view, dcgm_page.page(6.0), 6.0)
+    end = gpu.mark(view)
+    assert end is not None
+    joules, seconds = gpu.energy_between(start, end) or (0.0, 0.0)
+    assert (joules, seconds) == (pytest.approx(1000.0), 4.0)  # 250 W for 4 s

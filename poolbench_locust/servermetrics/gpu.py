@@ -135,3 +135,28 @@ def figures(view: ServerView, input_tokens: int, requests: int) -> GpuFigures | 
         energy_note=energy_note(view) if energy is not None else None,
         per_gpu=[_one(view, key) for key in keys],
     )
+
+
+@dataclass(frozen=True)
+class EnergyMark:
+    """A dcgm-exporter target's energy so far in the window, at its last scrape: two marks give the energy
+    and the mean power between them (a capacity probe's, a sweep step's)."""
+
+    at: float
+    energy_mj: float
+
+
+def mark(view: ServerView) -> EnergyMark | None:
+    """The view's mark now (None: no dcgm-exporter, or no energy counter read yet)."""
+    if view.flavor is not DCGM or "energy_mj" not in view.seen or view.last is None:
+        return None
+    return EnergyMark(view.last, view.counters["energy_mj"])
+
+
+def energy_between(start: EnergyMark, end: EnergyMark) -> tuple[float, float] | None:
+    """Joules and seconds from `start` to `end`, scrape to scrape (None when no scrape came between them,
+    or the window was rebased between them)."""
+    seconds, millijoules = end.at - start.at, end.energy_mj - start.energy_mj
+    if seconds <= 0 or millijoules < 0:
+        return None
+    return millijoules / 1000.0, seconds
