@@ -16,6 +16,7 @@ from poolbench_locust.servermetrics.report import console_lines, server_rows
 from tests.support import dcgm_page
 from tests.support.hostile import server_process
 from tests.support.locust_run import LOAD, csv_rows, run_locust
+from tests.support.ports import free_port
 
 NO_ROUTES: frozenset[str] = frozenset()
 
@@ -187,3 +188,30 @@ def test_two_marks_give_the_energy_and_power_between_them():
     assert end is not None
     joules, seconds = gpu.energy_between(start, end) or (0.0, 0.0)
     assert (joules, seconds) == (pytest.approx(1000.0), 4.0)  # 250 W for 4 s
+
+
+def test_with_processes_the_master_divides_by_all_the_tokens_and_warns_of_a_slow_sampled_counter(mock_server, tmp_path):
+    prefix, port = tmp_path / "p", str(free_port())
+    with server_process("tests.support.dcgm_page:two_gpus", env={"DCGM_PAGE_SAMPLE_S": "3"}) as dcgm:
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            *LOAD,
+            *("--processes", "2", "--master-bind-port", port, "--master-port", port),
+            *("--server-metrics", f"{mock_server.url}/metrics,{dcgm}/metrics"),
+            *("--server-metrics-interval", "0.5", "--stop-timeout", "5"),
+            host=mock_server.url,
+            users=4,
+            run_time="5s",
+            csv=prefix,
+            timeout=90,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Path(f"{prefix}_server_metrics.csv").open() as f:
+        server, target, *_ = csv.DictReader(f)
+    tokens = int(csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]["Input Tokens"])
+    assert tokens > 0 and int(server["Prompt Tokens"]) == tokens  # both workers' tokens, on the master
+    energy = float(target["Energy J"])
+    assert energy > 0
+    assert float(target["Energy J/1M Input Tokens"]) == pytest.approx(energy * 1e6 / tokens, rel=1e-3)
+    (warning,) = [line for line in result.stderr.splitlines() if "energy counter grew at" in line]
+    assert "WARNING" in warning and f"{dcgm}/metrics" in warning and "-c 1000" in warning

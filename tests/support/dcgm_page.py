@@ -8,6 +8,7 @@ exporter adds once a pod holds the GPU: the same GPU, not a new series."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -19,6 +20,9 @@ WATTS = sum(watts for watts, _, _ in GPUS.values())
 BOOT_MJ = 4_351_786_183.0
 """The counter's value at the page's start: energy since the GPU's boot, in mJ."""
 _START = time.monotonic()
+SAMPLE_S = float(os.environ.get("DCGM_PAGE_SAMPLE_S", "0"))
+"""With a period, the page's figures move only every SAMPLE_S seconds, as dcgm-exporter's do at its
+--collect-interval; 0: at every GET."""
 _served = {"metrics": 0}
 
 
@@ -58,5 +62,8 @@ def two_gpus(sock: socket.socket, _conn: int) -> None:
             sock.sendall(response(404, b"Not Found", content_type="text/plain"))
             continue
         _served["metrics"] += 1
-        text = page(time.monotonic() - _START, pod=_served["metrics"] > 2)
+        seconds = time.monotonic() - _START
+        if SAMPLE_S > 0:
+            seconds -= seconds % SAMPLE_S
+        text = page(seconds, pod=_served["metrics"] > 2)
         sock.sendall(response(200, text.encode(), content_type="text/plain; version=0.0.4; charset=utf-8"))
