@@ -105,6 +105,7 @@ GPU_COLUMNS = {
 """A dcgm-exporter target's columns (gpu.py's figures; utilisation in %); empty for every other server."""
 GPU_KIND = "dcgm gpu"
 """The Kind of the rows that follow a dcgm-exporter target of several GPUs: one a GPU."""
+# the GPU columns go before the last two, the scrape-quality counts (Rejected Series, Counter Resets)
 HEADER = [title for title, _ in SERVER_COLUMNS[:-2]] + list(GPU_COLUMNS) + [t for t, _ in SERVER_COLUMNS[-2:]]
 
 
@@ -118,7 +119,7 @@ def server_rows(views: Iterable[ServerView], client: Client | None = None) -> li
     rows: list[dict[str, Value]] = []
     for view in views:
         row = {title: value(view) for title, value in SERVER_COLUMNS}
-        figures = gpu.figures(view, *((client.input_tokens, client.successes) if client else (0, 0)))
+        figures = gpu.figures(view, *((client.input_tokens, client.successes) if client is not None else (0, 0)))
         rows.append({title: row.get(title) for title in HEADER} | _gpu_cells(figures))
         if figures is not None and len(figures.per_gpu) > 1:
             for one in figures.per_gpu:
