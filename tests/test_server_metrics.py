@@ -27,6 +27,7 @@ from tests.support.ports import free_port
 from tests.support.webui import WebUI
 
 ROUTES = frozenset({"/v1/embeddings"})
+NO_METRICS = "no metrics of vLLM, TEI, SGLang, llama.cpp, dcgm-exporter or an instrumented HTTP server"
 
 
 def histogram(name: str, buckets: dict[str, float], total: float, labels: str = 'model_name="m"') -> str:
@@ -118,14 +119,14 @@ def test_negative_or_nan_counters_are_never_added():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("\x00\xff garbage {{{ \n", "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server"),
+        ("\x00\xff garbage {{{ \n", NO_METRICS),
         (
             "<html><title>404</title></html>",
-            "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server",
+            NO_METRICS,
         ),
         ('vllm:prompt_tokens_total{engine="0" 5\n', "not Prometheus text"),
         ("vllm:prompt_tokens_total many\n", "not Prometheus text"),
-        ("some_other_metric 1\n", "no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server"),
+        ("some_other_metric 1\n", NO_METRICS),
         ("".join(f'vllm:num_requests_running{{e="{i}"}} 1\n' for i in range(25_000)), "more than 20000 series"),
     ],
 )

@@ -12,7 +12,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from poolbench_locust.servermetrics.flavors import COUNTERS, GAUGES, HISTOGRAMS, Flavor
+from poolbench_locust.servermetrics.flavors import AVERAGED, COUNTERS, EACH, GAUGES, HISTOGRAMS, Flavor
 from poolbench_locust.servermetrics.parse import MAX_SERIES, Hist, Reading, SeriesKey
 
 WINDOW_S = 10.0
@@ -21,6 +21,8 @@ HISTORY_KEPT = 2_000
 """Gauge readings kept for the report: at the default 5 s interval, more than 2.5 hours."""
 MAX_BOUNDS = 4_096
 """Distinct bucket bounds one figure keeps: a server that changes its bounds at every scrape is cut off."""
+MAX_EACH = 64
+"""Series of one gauge kept one by one (GPUs of a host): a server inventing labels is cut off there."""
 
 
 @dataclass
@@ -124,6 +126,8 @@ class ServerView:
         self.last: float | None = None
         self._prev_values: dict[str, dict[SeriesKey, float]] = {}
         self._prev_hists: dict[str, dict[SeriesKey, Hist]] = {}
+        self.seen: set[str] = set()
+        """Roles some scrape had a series of: a GPU without an energy counter has no energy, not 0 J."""
         self.rebase()
 
     def rebase(self) -> None:
@@ -131,6 +135,11 @@ class ServerView:
         self.counters: dict[str, float] = {role: 0.0 for role in COUNTERS}
         self.hists: dict[str, BoundCounts] = {role: BoundCounts() for role in HISTOGRAMS}
         self.gauges: dict[str, Gauge] = {role: Gauge() for role in GAUGES}
+        self.each: dict[str, dict[SeriesKey, Gauge]] = {role: {} for role in EACH}
+        """The gauges of EACH, series by series (a GPU each)."""
+        self.moved: dict[str, list[int]] = {role: [0, 0] for role in COUNTERS}
+        """Per counter: the scrapes since the base at which it grew, and all of them (an exporter that
+        samples less often than it is scraped leaves it unchanged between its samples)."""
         self.history: deque[tuple[float, dict[str, float | None]]] = deque(maxlen=HISTORY_KEPT)
         self.marks: deque[Mark] = deque()
         self.started = self.last
@@ -158,8 +167,12 @@ class ServerView:
         self.scrapes += 1
         self.rejected += reading.rejected
         for role, series in reading.values.items():
+            if series:
+                self.seen.add(role)
             if role in COUNTERS:
                 self._count(role, series, first)
+            elif role in EACH:
+                self._observe_each(role, series)
             else:
                 self.gauges[role].add(sum(series.values()))
         for role, hist_series in reading.hists.items():
@@ -174,6 +187,7 @@ class ServerView:
         prev = self._prev_values.setdefault(role, {})
         if first:
             prev.clear()
+        was = self.counters[role]
         for key, value in series.items():
             before = prev.get(key)
             if before is None:
@@ -185,6 +199,23 @@ class ServerView:
                 self.counters[role] += value
             prev[key] = value
         _forget_unseen(prev, series)
+        if not first and series:
+            self.moved[role][0] += int(self.counters[role] > was)
+            self.moved[role][1] += 1
+
+    def _observe_each(self, role: str, series: dict[SeriesKey, float]) -> None:
+        """A scrape with no good series of it adds nothing (not a 0); past MAX_EACH series, new ones
+        are left out and counted."""
+        if not series:
+            return
+        total = sum(series.values())
+        self.gauges[role].add(total / len(series) if role in AVERAGED else total)
+        kept = self.each[role]
+        for key, value in series.items():
+            if key not in kept and len(kept) >= MAX_EACH:
+                self.rejected += 1
+                continue
+            kept.setdefault(key, Gauge()).add(value)
 
     def _observe_hists(self, role: str, series: dict[SeriesKey, Hist], first: bool) -> None:
         prev = self._prev_hists.setdefault(role, {})

@@ -7,8 +7,9 @@ text-embeddings-inference 1.9.3 (`router/src/lib.rs`, `router/src/http/server.rs
 `core/src/tokenization.rs`: `te_*`, written by the Rust `metrics` crate without the `_total` suffix),
 SGLang 0.5.23 (`srt/observability/metrics_collector.py`, `http_request_metrics.py`: `sglang:*`, written
 by prometheus_client), llama.cpp's server (`tools/server/server-task.cpp`,
-`server_task_result_metrics::to_metrics`: `llamacpp:*`, no labels, only with `--metrics`) and Infinity
-0.0.78, which has no metrics of its own, only the instrumentator's.
+`server_task_result_metrics::to_metrics`: `llamacpp:*`, no labels, only with `--metrics`), Infinity
+0.0.78, which has no metrics of its own, only the instrumentator's, and NVIDIA's dcgm-exporter
+(`etc/default-counters.csv`: `DCGM_FI_DEV_*`, one series per GPU, a second target beside the server's).
 
 A role a server has no series for is left out of its flavor: its figures are empty, never 0.
 
@@ -24,10 +25,15 @@ from typing import Literal
 
 Kind = Literal["counter", "sample", "histogram"]
 
-COUNTERS = ("requests", "sequences", "prompt_tokens")
+COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj")
 """Figures that only grow: read as deltas over the run, a drop read as the server's restart."""
 HISTOGRAMS = ("latency", "http_latency", "queue")
-GAUGES = ("running", "waiting")
+GAUGES = ("running", "waiting", "gpu_util", "power_w", "memory_mib")
+EACH = ("gpu_util", "power_w", "memory_mib")
+"""Gauges also kept series by series (one series a GPU), so that each GPU shows on its own."""
+AVERAGED = ("gpu_util",)
+"""Gauges whose run figure is the mean over their series (two GPUs 90 % and 10 % busy are 50 %, not
+140 %); every other gauge is their sum (two GPUs' power is the host's)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,12 @@ class Ref:
     """Labels that leave a series out (vLLM's request_success also counts aborted requests)."""
     route_label: str = "handler"
     """The label that names the route, for `by_route` (SGLang's HTTP counters call it `endpoint`)."""
+    most: float | None = None
+    """The largest value a true series can have (a GPU is at most 100 % busy): above it, left out."""
+    key_labels: tuple[str, ...] | None = None
+    """The labels that name a series (None: all of them). Others may come and go without making a new
+    series: dcgm-exporter adds `pod`/`namespace`/`container` once a pod holds the GPU, and repeats a
+    GPU's own fields for each of its MIG instances."""
 
     @property
     def samples(self) -> tuple[str, ...]:
@@ -146,7 +158,35 @@ HTTP_ONLY = Flavor(
 )
 """Infinity, or any FastAPI server instrumented the usual way: requests and their time only."""
 
-FLAVORS = (VLLM, TEI, SGLANG, LLAMACPP, HTTP_ONLY)
+_GPU = ("Hostname", "hostname", "gpu", "UUID")
+"""What names one GPU on a dcgm-exporter page: the node (older builds `Hostname`, newer `hostname`),
+the GPU's index and its UUID."""
+MOST_WATTS = 10_000.0
+"""Above any one GPU's power (a GB200 superchip's limit is 2,700 W)."""
+MOST_MIB = 16.0 * 2**20
+"""16 TiB of memory on one GPU: far above any GPU made."""
+
+DCGM = Flavor(
+    name="dcgm",
+    markers=(
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_FB_USED",
+    ),
+    refs={
+        # Typed a counter in default-counters.csv but written without `_total`: "Total energy consumption
+        # since boot (in mJ)". Per GPU; summed over the GPUs, its delta is the run's energy.
+        "energy_mj": Ref("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", key_labels=_GPU),
+        "gpu_util": Ref("DCGM_FI_DEV_GPU_UTIL", "sample", most=100.0, key_labels=_GPU),
+        "power_w": Ref("DCGM_FI_DEV_POWER_USAGE", "sample", most=MOST_WATTS, key_labels=_GPU),
+        "memory_mib": Ref("DCGM_FI_DEV_FB_USED", "sample", most=MOST_MIB, key_labels=_GPU),
+    },
+)
+"""NVIDIA's dcgm-exporter: a GPU's busy time, power, memory and energy. Its fields are sampled every
+`--collect-interval` (30 s by default): a short run needs it shorter (see docs/server-metrics.md)."""
+
+FLAVORS = (VLLM, TEI, SGLANG, LLAMACPP, HTTP_ONLY, DCGM)
 WANTED: frozenset[str] = frozenset(
     name for f in FLAVORS for names in (f.markers, *(r.samples for r in f.refs.values())) for name in names
 )

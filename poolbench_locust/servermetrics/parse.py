@@ -105,8 +105,8 @@ def _matches(labels: dict[str, str], ref: Ref, routes: frozenset[str]) -> bool:
     return not ref.by_route or labels.get(ref.route_label) in routes
 
 
-def _key(labels: dict[str, str]) -> SeriesKey:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+def _key(labels: dict[str, str], named_by: tuple[str, ...] | None = None) -> SeriesKey:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "le" and (named_by is None or k in named_by)))
 
 
 def _values(found: Samples, ref: Ref, routes: frozenset[str], limit: float) -> tuple[dict[SeriesKey, float], int]:
@@ -119,7 +119,7 @@ def _values(found: Samples, ref: Ref, routes: frozenset[str], limit: float) -> t
             if not (math.isfinite(value) and 0 <= value <= limit):
                 rejected += 1
                 continue
-            values[_key(labels)] = value
+            values[_key(labels, ref.key_labels)] = value  # a GPU's MIG instances repeat its value: one kept
         if values:  # a counter written both with and without its suffix is read once
             break
     return values, rejected
@@ -179,13 +179,15 @@ def reading(text: str, routes: frozenset[str], flavor: Flavor | None = None) -> 
     if flavor is None and not any(line.strip() and not line.startswith("#") for line in text.splitlines()):
         raise NothingYet("no series yet")
     if flavor is None or not any(m in found for m in flavor.markers):
-        raise ParseError("no metrics of vLLM, TEI, SGLang, llama.cpp or an instrumented HTTP server in the text")
+        raise ParseError(
+            "no metrics of vLLM, TEI, SGLang, llama.cpp, dcgm-exporter or an instrumented HTTP server in the text"
+        )
     result = Reading(flavor)
     for role, ref in flavor.refs.items():
         if role in HISTOGRAMS:
             result.hists[role], rejected = _hists(found, ref, routes)
         else:
-            limit = MAX_COUNT if role in COUNTERS else MAX_GAUGE
+            limit = ref.most if ref.most is not None else MAX_COUNT if role in COUNTERS else MAX_GAUGE
             result.values[role], rejected = _values(found, ref, routes, limit)
         result.rejected += rejected
     return result

@@ -13,6 +13,7 @@ from typing import Any
 
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.charts.svg import Series, line_chart
+from poolbench_locust.servermetrics import gpu
 from poolbench_locust.servermetrics.deltas import ServerView
 
 PERCENTILES = (0.50, 0.90, 0.99)
@@ -90,11 +91,41 @@ def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
 
 
 SERVER_COLUMNS = _columns()
-HEADER = [title for title, _ in SERVER_COLUMNS]
+GPU_COLUMNS = {
+    "GPUs": "gpus",
+    "GPU Util Mean": "gpu_util_mean_pct",
+    "GPU Util Max": "gpu_util_max_pct",
+    "Power Mean W": "power_mean_w",
+    "Power Max W": "power_max_w",
+    "GPU Memory Max MiB": "memory_used_max_mib",
+    "Energy J": "energy_j",
+    "Energy J/1M Input Tokens": "energy_j_per_1m_input_tokens",
+    "Energy J/1k Requests": "energy_j_per_1k_requests",
+}
+"""A dcgm-exporter target's columns (gpu.py's figures; utilisation in %); empty for every other server."""
+GPU_KIND = "dcgm gpu"
+"""The Kind of the rows that follow a dcgm-exporter target of several GPUs: one a GPU."""
+# the GPU columns go before the last two, the scrape-quality counts (Rejected Series, Counter Resets)
+HEADER = [title for title, _ in SERVER_COLUMNS[:-2]] + list(GPU_COLUMNS) + [t for t, _ in SERVER_COLUMNS[-2:]]
 
 
-def server_rows(views: Iterable[ServerView]) -> list[dict[str, Value]]:
-    return [{title: value(view) for title, value in SERVER_COLUMNS} for view in views]
+def _gpu_cells(figures: gpu.GpuFigures | gpu.OneGpu | None) -> dict[str, Value]:
+    return {title: getattr(figures, name, None) if figures is not None else None for title, name in GPU_COLUMNS.items()}
+
+
+def server_rows(views: Iterable[ServerView], client: Client | None = None) -> list[dict[str, Value]]:
+    """A row per server; a dcgm-exporter target of several GPUs is followed by a row per GPU. The client's
+    input tokens and successful requests (None: unknown) give the energy per million and per thousand."""
+    rows: list[dict[str, Value]] = []
+    for view in views:
+        row = {title: value(view) for title, value in SERVER_COLUMNS}
+        figures = gpu.figures(view, *((client.input_tokens, client.successes) if client is not None else (0, 0)))
+        rows.append({title: row.get(title) for title in HEADER} | _gpu_cells(figures))
+        if figures is not None and len(figures.per_gpu) > 1:
+            for one in figures.per_gpu:
+                cells: dict[str, Value] = dict.fromkeys(HEADER)
+                rows.append(cells | {"Server": f"{view.shown} {one.gpu}", "Kind": GPU_KIND} | _gpu_cells(one))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -231,11 +262,10 @@ def html_section(servers: list[dict[str, Value]], checks: list[dict[str, Value]]
         + htmltables.table(RECONCILIATION_HEADER, checks)
         + charts
     )
-    return htmltables.section(
-        "poolbench-server-metrics", "Server metrics (the server's own /metrics; times in ms)", body
-    )
+    return htmltables.section("poolbench-server-metrics", CAPTION, body)
 
 
+CAPTION = "Server metrics (the server's own /metrics; times in ms, GPU util in %)"
 CONSOLE_COLUMNS = (
     "Server",
     "Kind",
@@ -257,8 +287,18 @@ def _aligned(header: Sequence[str], table: Sequence[dict[str, Value]]) -> list[s
     return texttable.aligned(cells, right=False)
 
 
+GPU_CONSOLE_COLUMNS = ("Server", "GPUs", "GPU Util Mean", "GPU Util Max", "Power Mean W", "GPU Memory Max MiB")
+ENERGY_CONSOLE_COLUMNS = ("Server", "Seconds", "Energy J", "Energy J/1M Input Tokens", "Energy J/1k Requests")
+
+
 def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
-    lines = ["Server metrics (the server's own /metrics; times in ms)", *_aligned(CONSOLE_COLUMNS, servers)]
+    gpus = [r for r in servers if r["Kind"] in (gpu.DCGM.name, GPU_KIND)]
+    servers = [r for r in servers if r["Kind"] != GPU_KIND]
+    lines = [CAPTION, *_aligned(CONSOLE_COLUMNS, servers)]
+    if gpus:
+        targets = [r for r in gpus if r["Kind"] == gpu.DCGM.name]
+        lines += ["", "GPUs (dcgm-exporter; util in %)", *_aligned(GPU_CONSOLE_COLUMNS, gpus)]
+        lines += ["", "Energy of the measured window", *_aligned(ENERGY_CONSOLE_COLUMNS, targets)]
     if checks:
         lines += ["", "Server against client", *_aligned(RECONCILIATION_HEADER[:-1], checks)]
         # the table leaves its notes out (too wide for a console), but not this one: it changes the reading

@@ -3,13 +3,14 @@ file, and the tables they make, on the master (or the one process) only: workers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from locust.env import Environment
 
 from poolbench_locust.metrics.collector import stats_of
-from poolbench_locust.servermetrics import report
+from poolbench_locust.servermetrics import gpu, report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
 from poolbench_locust.store import Slot
@@ -22,9 +23,22 @@ class Scraping:
     scraper: Scraper | None = None
     views: list[ServerView] = field(default_factory=list)
     history: TextIO | None = None
+    client: Callable[[], report.Client] | None = None
+    """The client's side now (its tokens and requests give a GPU's energy per million and per thousand)."""
+
+    def _client(self) -> report.Client | None:
+        wanted = self.client is not None and any(v.flavor is gpu.DCGM for v in self.views)
+        return self.client() if wanted and self.client is not None else None
 
     def server_rows(self) -> list[dict[str, Any]]:
-        return report.server_rows(v for v in self.views if v.scrapes or v.failures)
+        return report.server_rows((v for v in self.views if v.scrapes or v.failures), self._client())
+
+    def gpus(self) -> list[gpu.GpuFigures]:
+        """Each dcgm-exporter target's figures over the measured window."""
+        client = self._client()
+        tokens, requests = (client.input_tokens, client.successes) if client is not None else (0, 0)
+        found = (gpu.figures(v, tokens, requests) for v in self.views if v.scrapes)
+        return [f for f in found if f is not None]
 
     def html(self, environment: Environment) -> str:
         charts = "".join(report.gauge_chart(v) for v in self.views if v.scrapes)
@@ -35,7 +49,11 @@ class Scraping:
 
     def as_dict(self, environment: Environment) -> dict[str, Any]:
         """What the JSON result holds (results/document.py): both tables, as the CSV files have them."""
-        return {"servers": self.server_rows(), "reconciliation": self.checks(environment)}
+        return {
+            "servers": self.server_rows(),
+            "reconciliation": self.checks(environment),
+            "gpus": [asdict(f) for f in self.gpus()],
+        }
 
 
 def client_side(environment: Environment, state: Scraping) -> report.Client:
@@ -62,7 +80,9 @@ _SCRAPING: Slot[Scraping] = Slot("server_metrics")
 
 def start_scraping(environment: Environment) -> Scraping:
     """This process scrapes (the master, or the one process): its state, made now."""
-    return _SCRAPING.put(environment, Scraping())
+    state = _SCRAPING.put(environment, Scraping())
+    state.client = lambda: client_side(environment, state)
+    return state
 
 
 def scraping_of(environment: Environment) -> Scraping | None:

@@ -189,6 +189,9 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(servers, report.HEADER))
             with open(f"{prefix}_server_reconciliation.csv", "w", newline="") as f:
                 f.write(csv_text(checks, report.RECONCILIATION_HEADER))
+        for figures in state.gpus():
+            if figures.energy_note:
+                logger.warning("Server metrics: %s: %s", figures.server, figures.energy_note)
         for check in checks:
             if check["Flagged"]:
                 logger.warning(
