@@ -256,7 +256,12 @@ def test_in_the_web_ui_the_trace_stops_the_run_and_a_second_start_replays_it(tmp
                 while len(arrivals(url)) < run * len(lines):  # the state reads "stopped" until the run begins
                     assert time.monotonic() < deadline, f"run {run}: {len(arrivals(url))} arrivals"
                     time.sleep(0.1)
-                ui.wait_for("stopped", timeout=30)  # by itself: the trace is over
+                # by itself: the trace is over (said in the log before the stop; the state alone can read
+                # "stopped" for a moment before a run's users spawn)
+                while ui.log().count("Trace over: the 5 requests of") < run:
+                    assert time.monotonic() < deadline, f"run {run} never said its trace was over:\n{ui.log()}"
+                    time.sleep(0.1)
+                ui.wait_for("stopped", timeout=30)
                 assert len(arrivals(url)) == run * len(lines)
             assert ui.proc.poll() is None, "a web UI's run stops; the web UI stays"
             assert ui.log().count("Trace over: the 5 requests of") == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -60,8 +61,13 @@ class WebUI:
         return requests.get(f"{self.base}/pooling/stats", timeout=10).json()[-1]
 
     def log(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
+        # pread, not seek and read: locust writes through a copy of this descriptor, which shares its
+        # offset; a seek here would move locust's next line over the start of the log.
+        fd, chunks, offset = self._log.fileno(), [], 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks).decode(errors="replace")
 
     def close(self) -> None:
         if self.proc.poll() is None:
