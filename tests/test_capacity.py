@@ -13,6 +13,8 @@ import jsonschema
 import pytest
 
 from poolbench_locust.capacity.probes import CLIENT, SERVER, Probe, judge
+from poolbench_locust.capacity.repeated import Searches
+from poolbench_locust.capacity.report import Outcome
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.options import OptionError, Settings
 from tests.support.harness import options
@@ -234,3 +236,65 @@ def test_the_run_time_caps_a_search_and_the_answer_says_it_was_cut_short(tmp_pat
     assert capacity["ended"] == "cut short" and 1 <= len(rows) <= 3, capacity["answer"]
     assert "Capacity search cut short by the run time (-t 5s)" in done.stderr
     assert "the search was cut short by the run time" in capacity["answer"]
+
+
+# ---- --repeat: whole searches, their answers' mean and 95 % interval ----------------------------------------
+
+
+def outcome(capacity: float, bound_by: str = SERVER) -> Outcome:
+    """A search that passed at `capacity` and failed just above it, by `bound_by`."""
+    found = Outcome("e2e_ms=60", 0.99, 0.05, ended="converged" if bound_by == SERVER else "client")
+    found.probes.append(probe(rate=capacity, passed=True, limited_by=SERVER))
+    found.probes.append(probe(rate=capacity * 1.04, passed=False, limited_by=bound_by))
+    return found
+
+
+def test_repeated_searches_give_the_mean_of_their_answers_and_its_student_t_interval():
+    searches = Searches(3, [outcome(150), outcome(156), outcome(147)])
+    assert searches.over() and searches.claimed()
+    found = searches.as_dict()
+    assert found["requests_per_s"] == pytest.approx(151.0)
+    # mean 151, sd 4.583: half width t(0.975, 2) 4.3027 x 4.583 / sqrt(3) = 11.385
+    assert found["requests_per_s_ci95"] == pytest.approx([139.615, 162.385], abs=0.002)
+    assert [s["requests_per_s"] for s in found["searches"]] == [150, 156, 147]
+    assert [p["search"] for p in found["probes"]] == [1, 1, 2, 2, 3, 3]
+    assert searches.answer().startswith("Capacity over 3 searches: 151.0 requests/s (95 % CI 139.6 .. 162.4;")
+    top = searches.repeats()
+    assert top is not None and [r["requests_per_s"] for r in top["repeats"]] == [150, 156, 147]
+    assert top["requests_per_s_ci95"] == found["requests_per_s_ci95"]
+
+
+def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
+    searches = Searches(5, [outcome(150), outcome(400, bound_by=CLIENT)])
+    assert searches.over() and not searches.claimed() and searches.failed()
+    found = searches.as_dict()
+    assert found["requests_per_s"] is None and found["requests_per_s_ci95"] is None
+    assert found["limited_by"] == CLIENT and "not claimed (search 2 claimed none" in found["answer"]
+    assert not Searches(5, [outcome(150)]).over()
+
+
+@pytest.mark.heavy
+def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
+    """--repeat 5 --find-capacity: five independent searches of the 4 x 20 ms server."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    with slots_server(SLOTS, SERVICE_MS) as url:
+        done, rows, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "80", "--sweep-step-time", "2"),
+            *("--server-metrics", "off", "--repeat", "5"),
+            timeout=400,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    capacity = doc["capacity"]
+    answers = [s["requests_per_s"] for s in capacity["searches"]]
+    assert len(answers) == 5 and all(s["limited_by"] == SERVER for s in capacity["searches"]), capacity["answer"]
+    low, high = capacity["requests_per_s_ci95"]
+    assert low <= computed <= high, (answers, low, high, computed)
+    assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10)
+    # each repeat at the JSON result's top level is one search, its figure the search's answer
+    assert [r["requests_per_s"] for r in doc["repeats"]] == answers and doc["requests_per_s_ci95"] == [low, high]
+    assert {int(r["Search"]) for r in rows} == {1, 2, 3, 4, 5}
+    assert f"Capacity over 5 searches: {capacity['requests_per_s']:,.1f} requests/s (95 % CI {low:,.1f}" in done.stderr
+    schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
+    jsonschema.validate(doc, schema)

@@ -16,6 +16,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_waiting
+from poolbench_locust.capacity.repeated import Searches
 from poolbench_locust.capacity.report import Outcome, probe_sheet
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.lifecycle import exit_early
@@ -53,14 +54,20 @@ class CapacityShape(LoadTestShape):
             raise OptionError("--find-capacity", "needs --users: the most requests in flight at once")
         self._driver: gevent.Greenlet | None = None
         self._resets = 0
+        self._new_run()
+
+    def _new_run(self) -> None:
+        self.searches = Searches(self.settings.repeat)
         self._new_search()
+        self.done = False
+        self._finished = False
 
     def _new_search(self) -> None:
+        """The next search (--repeat N runs N), from the start rate: it knows nothing of the one before."""
         s = self.settings
         self.search = Search(s.capacity_start_rate, s.capacity_precision)
         self.outcome = Outcome(str(s.slo), s.capacity_attainment, s.capacity_precision)
-        self.done = False
-        self._finished = False
+        self.searches.outcomes.append(self.outcome)
 
     def reset_time(self) -> None:
         """A start (Locust calls this before the first tick): a new search."""
@@ -68,7 +75,7 @@ class CapacityShape(LoadTestShape):
         if self._driver is not None:
             self._driver.kill(block=False)
             self._driver = None
-        self._new_search()
+        self._new_run()
 
     def tick(self) -> tuple[int, float] | None:
         if self.done:
@@ -95,6 +102,9 @@ class CapacityShape(LoadTestShape):
     def _drive(self) -> None:
         try:
             self._search()
+            while not self.searches.over():
+                self._new_search()
+                self._search()
         except Exception:  # the driver must end the run, never leave it spinning at its last rate
             logger.exception("capacity search")
             self.outcome.ended = self.outcome.ended or "error"
@@ -105,6 +115,8 @@ class CapacityShape(LoadTestShape):
         settings = self.settings
         while self.get_run_time() < settings.warmup:
             gevent.sleep(0.2)
+        if settings.repeat > 1:
+            logger.info("Capacity search %d of %d", len(self.searches.outcomes), settings.repeat)
         number = 0
         while (rate := self.search.next_rate()) is not None:
             number += 1
@@ -127,7 +139,8 @@ class CapacityShape(LoadTestShape):
                 self.outcome.ended = "converged"
             else:
                 self.outcome.ended = "no rate passed" if self.search.passed is None else "every rate passed"
-        logger.info("Capacity search over after %d probes (%s): the run ends", number, self.outcome.ended)
+        last = self.searches.over()
+        logger.info("Capacity search over after %d probes (%s)%s", number, self.outcome.ended, ": the run ends" * last)
 
     def _probe(self, number: int, rate: float) -> Probe:
         runner = self.runner
@@ -174,12 +187,21 @@ class CapacityShape(LoadTestShape):
             self._driver.kill(block=False)
         if self.outcome.ended is None and self.outcome.probes:
             self.outcome.ended = "cut short"
+        if not self.outcome.probes and len(self.searches.outcomes) > 1:  # cut short before its first probe
+            self.searches.outcomes.pop()
+            self.outcome = self.searches.outcomes[-1]
 
 
 def capacity_of(environment: Environment) -> Outcome | None:
-    """The run's capacity search, or None when the run is none."""
+    """The run's capacity search (the current one, with --repeat), or None when the run is none."""
     shape = environment.shape_class
     return shape.outcome if isinstance(shape, CapacityShape) else None
+
+
+def searches_of(environment: Environment) -> Searches | None:
+    """The run's capacity searches (N with --repeat N), or None when the run searched none."""
+    shape = environment.shape_class
+    return shape.searches if isinstance(shape, CapacityShape) else None
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
@@ -203,22 +225,23 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
         shape.finish()
-        outcome = shape.outcome
+        searches = shape.searches
         prefix = getattr(environment.parsed_options, "csv_prefix", None)
         if prefix:
-            outcome.write_csv(f"{prefix}_capacity.csv")
-            if image := probe_sheet(outcome, settings.slo.e2e_ms if settings.slo else None):
+            searches.write_csv(f"{prefix}_capacity.csv")
+            if image := probe_sheet(shape.outcome, settings.slo.e2e_ms if settings.slo else None):
                 with open(f"{prefix}_capacity.svg", "w") as f:
                     f.write(image)
-        if outcome.failed() and environment.process_exit_code in (None, 0):
+        if searches.failed() and environment.process_exit_code in (None, 0):
             environment.process_exit_code = EXIT_CODE
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
-        for line in shape.outcome.console_lines():  # after the pooling and client load tables
+        for line in shape.searches.console_lines():  # after the pooling and client load tables
             console.info(line)
-        if shape.outcome.failed():
-            logger.error("Check failed: --find-capacity: %s", shape.outcome.answer())
+        if shape.searches.failed():
+            failed = next(o for o in shape.searches.outcomes if o.failed())
+            logger.error("Check failed: --find-capacity: %s", failed.answer())
 
 
 def setup(events: Events) -> None:

@@ -387,7 +387,8 @@ ALL_OPTIONS: tuple[Option, ...] = (
             whole(1),
             1,
             "Run the measured window (-t after --warmup) N times, stats reset between, and give each "
-            "headline figure as a mean and its 95-percent confidence interval.",
+            "headline figure as a mean and its 95-percent confidence interval; with --find-capacity, "
+            "the whole search N times.",
             label="Repeats",
         ),
     ),

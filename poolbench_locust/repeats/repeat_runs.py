@@ -34,10 +34,20 @@ def _planned(environment: Environment) -> int:
         return 1
 
 
+def _searching(environment: Environment) -> bool:
+    """--find-capacity repeats whole searches itself (capacity/repeated.py): no window to cut."""
+    try:
+        return settings_of(environment).find_capacity
+    except OptionError:
+        return False
+
+
 NEEDS_RUN_TIME = "needs -t longer than --warmup: the repeats share the time after warm-up"
 
 
 def _needs_run_time(environment: Environment, planned: int) -> bool:
+    if _searching(environment):
+        return False
     run_time = getattr(environment.parsed_options, "run_time", None)
     return planned > 1 and (not run_time or run_time <= settings_of(environment).warmup)
 
@@ -65,7 +75,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         planned = _planned(environment)
         repeats.stop()
         repeats.table = None
-        if planned <= 1:
+        if planned <= 1 or _searching(environment):
             return
         if _needs_run_time(environment, planned):
             stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))

@@ -27,7 +27,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from poolbench_locust.capacity.capacity_shape import capacity_of
+from poolbench_locust.capacity.capacity_shape import searches_of
 from poolbench_locust.metrics.client_board import board_if_any
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
@@ -232,8 +232,8 @@ def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
 
 def _capacity(environment: Environment) -> Any:
     """--find-capacity's answer and its probes (capacity/), or None when the run searched none."""
-    outcome = capacity_of(environment)
-    return None if outcome is None else json_safe(outcome.as_dict())
+    searches = searches_of(environment)
+    return None if searches is None or not searches.outcomes else json_safe(searches.as_dict())
 
 
 def _server_metrics(environment: Environment) -> Any:
@@ -257,6 +257,9 @@ def _iso(epoch: float | None) -> str | None:
 def _repeats(environment: Environment) -> dict[str, Any]:
     """--repeat: each repeat's figures, and each headline figure's 95 % interval [low, high] (None
     with one repeat: no spread to judge)."""
+    searches = searches_of(environment)
+    if searches is not None and (repeated := searches.repeats()) is not None:  # each repeat one whole search
+        return json_safe(repeated)
     table = repeats_of(environment).table
     if table is None:
         return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}}
