@@ -71,7 +71,7 @@ class Searches:
         return (
             f"Capacity over {len(self.outcomes)} searches: {mean:,.1f} requests/s (95 % CI {low:,.1f} .. {high:,.1f}; "
             f"answers {each}); "
-            f"limited by {' and '.join(sorted(limits)) or 'nothing reached'}."
+            f"limited by {' and '.join(f'the {x}' for x in sorted(limits)) or 'nothing reached'}."
         )
 
     def console_lines(self) -> list[str]:
