@@ -143,6 +143,7 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
     return done, rows, json.loads(result.read_text())
 
 
+@pytest.mark.heavy
 def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
     """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s."""
     computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
@@ -203,6 +204,7 @@ def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answ
     assert all(p["requests_per_s"] == pytest.approx(p["rate"], rel=0.15) for p in capacity["probes"][1:] if p["passed"])
 
 
+@pytest.mark.heavy
 def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_path):
     """A server that answers at once: the client falls behind before the SLO breaks at the server; the
     verdict is the client's, the run exits with the checks' code and says how many processes to try."""
