@@ -584,7 +584,10 @@ def test_trickled_body_ends_no_earlier_than_body_ms_after_the_headers(server, bo
     assert raw.status == 200 and raw.end == "eof"
     assert raw.t_headers is not None and raw.t_last is not None
     assert raw.t_headers - raw.t_sent < 0.1, "headers at once"
-    assert raw.t_last - raw.t_headers >= 0.3
+    # the clock starts when the server sends its headers; this client reads them up to a few ms later on
+    # a loaded machine (seen: 0.1 ms short of 300 ms), never before they were sent
+    assert raw.t_last - raw.t_sent >= 0.3
+    assert raw.t_last - raw.t_headers >= 0.3 - 0.01
     assert raw.t_last - raw.t_headers < 1.0
 
 
