@@ -23,6 +23,7 @@ from poolbench_locust.metrics.pace_causes import provide
 from poolbench_locust.metrics.pacing import PaceFigures, Refused, Watcher, parse
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.flavors import TEI, VLLM
+from poolbench_locust.servermetrics.parse import reading
 from poolbench_locust.servermetrics.saturation import cause, saturation
 from poolbench_locust.workload.arrival import OpenLoop
 from tests.support.hostile import server_process
@@ -206,7 +207,11 @@ def test_the_server_is_named_only_when_its_queue_grew_while_it_ran_requests():
     # the last scrape (after the users stopped) finds the queue empty again: the most still counts
     assert saturation(_view(VLLM, {"waiting": 1, "running": 4}, {"waiting": 8, "running": 4}, {"waiting": 0}))
     flat = _view(VLLM, *({"waiting": 7.0, "running": 4.0} for _ in range(5)))
-    assert saturation(flat) is None  # full before the window began: no growth seen
+    assert saturation(flat) is None  # as full at the run's first scrape: no growth seen
+    # the window began at the end of --warmup, the queue full by then: it grew from the run's first scrape
+    flat.first_gauges = (90.0, {"waiting": 0.0, "running": 0.0})
+    after_warmup = saturation(flat)
+    assert after_warmup is not None and (after_warmup.waiting_from, after_warmup.seconds) == (0, 10)
     assert saturation(_view(VLLM, {"waiting": 0, "running": 4}, {"waiting": 1, "running": 4})) is None
     # a queue that fills while nothing runs is a fixed wait, not a server at its limit (the mock's --ttfb-ms)
     assert saturation(_view(VLLM, {"waiting": 0, "running": 0}, {"waiting": 4, "running": 0})) is None
@@ -216,6 +221,22 @@ def test_the_server_is_named_only_when_its_queue_grew_while_it_ran_requests():
     # a hostile server's gauges count for nothing
     assert saturation(_view(VLLM, {"waiting": float("nan")}, {"waiting": -50}, {"waiting": float("inf")})) is None
     assert cause([_view(VLLM)]) is None and cause([]) is None
+
+
+def test_a_queue_full_since_the_warm_up_grew_from_the_runs_first_scrape():
+    """The stats reset at the end of --warmup rebases the view: its window starts with the queue full."""
+
+    def page(waiting: int, running: int) -> str:
+        return f"vllm:prompt_tokens_total 0\nvllm:num_requests_waiting {waiting}\nvllm:num_requests_running {running}\n"
+
+    view = ServerView("http://127.0.0.1:9/metrics")
+    view.observe(reading(page(0, 0), frozenset()), 100.0)  # before any user
+    view.observe(reading(page(12, 4), frozenset()), 103.0)
+    view.rebase()
+    for at in (104.0, 105.0, 106.0):
+        view.observe(reading(page(12, 4), frozenset()), at)
+    found = saturation(view)
+    assert found is not None and (found.waiting_from, found.waiting_to, found.seconds) == (0, 12, 4)
 
 
 def test_a_board_words_the_cause_by_the_servers_word_only_for_want_of_slots():

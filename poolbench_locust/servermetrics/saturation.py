@@ -47,12 +47,16 @@ def _gauge(value: float | None) -> float | None:
 
 
 def saturation(view: ServerView) -> Saturation | None:
-    """The view's saturation over the window of its history (since the last rebase), or None."""
+    """The view's saturation over the measured window (its history since the last rebase), from the level
+    of its queue before any user started (the run's first scrape), or None."""
     if not view.has("waiting"):
         return None
+    history = list(view.history)
+    if view.first_gauges is not None and (not history or view.first_gauges[0] < history[0][0]):
+        history.insert(0, view.first_gauges)  # the window began after --warmup: the queue may be full by then
     points = [
         (at, waiting, _gauge(gauges.get("running")))
-        for at, gauges in view.history
+        for at, gauges in history
         if (waiting := _gauge(gauges.get("waiting"))) is not None
     ]
     if not points:
