@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 from importlib.resources import files
+from typing import Any
 
 import jsonschema
 import pytest
@@ -22,7 +23,8 @@ from tests.support.locust_run import run_locust
 INPUT_LEN = 6
 
 
-def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_path):
+def search_beside_a_dcgm_page(tmp_path, *args: str) -> tuple[Any, dict[str, Any], list[dict[str, str]]]:
+    """A search against 4 slots x 20 ms (200 requests/s at most), 16 users, the 250 W page beside it."""
     prefix, result = tmp_path / "cap", tmp_path / "cap.json"
     env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
     with (
@@ -32,7 +34,7 @@ def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_
         done = run_locust(
             "locustfiles/embeddings.py",
             *("--find-capacity", "--slo", "e2e_ms=60", "--input-len", str(INPUT_LEN), "--only-summary"),
-            *("--capacity-start-rate", "50", "--sweep-step-time", "2", "-t", "10s"),
+            *("--capacity-start-rate", "50", *args),
             *("--server-metrics", f"{url}/metrics,{dcgm}/metrics", "--server-metrics-interval", "0.5"),
             host=url,
             users=16,
@@ -41,18 +43,27 @@ def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_
             timeout=90,
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    doc = json.loads(result.read_text())
-    probes = doc["capacity"]["probes"]
     with open(f"{prefix}_capacity.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(probes) == len(rows) >= 2, doc["capacity"]["answer"]
-    for probe, cells in zip(probes, rows, strict=True):
+    return done, json.loads(result.read_text()), rows
+
+
+def assert_each_probe_drew_the_pages_power(probes: list[dict[str, Any]]) -> None:
+    for probe in probes:
         # energy = power x the probe's own seconds; per 1M tokens, over the tokens the probe sent
         assert probe["power_mean_w"] == pytest.approx(dcgm_page.WATTS, rel=0.05), probe
         assert probe["energy_j"] == pytest.approx(dcgm_page.WATTS * probe["seconds"], rel=0.05), probe
         tokens = INPUT_LEN * probe["requests"]
         assert tokens > 0
         assert probe["energy_j_per_1m_input_tokens"] == pytest.approx(probe["energy_j"] * 1e6 / tokens, rel=0.01)
+
+
+def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_path):
+    done, doc, rows = search_beside_a_dcgm_page(tmp_path, "--sweep-step-time", "2", "-t", "10s")
+    probes = doc["capacity"]["probes"]
+    assert len(probes) == len(rows) >= 2, doc["capacity"]["answer"]
+    assert_each_probe_drew_the_pages_power(probes)
+    for probe, cells in zip(probes, rows, strict=True):
         assert float(cells["Energy J"]) == pytest.approx(probe["energy_j"], abs=0.1)
         assert float(cells["Power Mean W"]) == pytest.approx(probe["power_mean_w"], abs=0.1)
         assert float(cells["Energy J/1M Input Tokens"]) == pytest.approx(probe["energy_j_per_1m_input_tokens"], abs=0.1)
@@ -63,6 +74,17 @@ def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_
     assert "Power Mean W" in table.splitlines()[1] and "Energy J/1M Input Tokens" in table.splitlines()[1]
     schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
     jsonschema.validate(doc, schema)
+
+
+@pytest.mark.heavy
+def test_with_two_worker_processes_the_master_reads_each_probes_energy(tmp_path):
+    """The master scrapes and drives the probes. (Its first scrape, at test_start, once let Locust's second
+    reset_time kill the search's driver as it began: the search ended with no probe.)"""
+    done, doc, _ = search_beside_a_dcgm_page(tmp_path, "--sweep-step-time", "3", "-t", "16s", "--processes", "2")
+    assert doc["run"]["workers"] == 2
+    probes = doc["capacity"]["probes"]
+    assert len(probes) >= 2, done.stderr[-3000:]
+    assert_each_probe_drew_the_pages_power(probes)
 
 
 def test_without_a_dcgm_target_the_energy_is_empty_never_zero():
