@@ -17,10 +17,16 @@ from typing import Any
 import pytest
 import requests
 
-from poolbench_locust.metrics.client_board import Board, _row
+from poolbench_locust.metrics.client_board import Board, _row, board_of
 from poolbench_locust.metrics.histogram import Histogram
+from poolbench_locust.metrics.pace_causes import provide
 from poolbench_locust.metrics.pacing import PaceFigures, Refused, Watcher, parse
+from poolbench_locust.servermetrics.deltas import ServerView
+from poolbench_locust.servermetrics.flavors import TEI, VLLM
+from poolbench_locust.servermetrics.parse import reading
+from poolbench_locust.servermetrics.saturation import cause, saturation
 from poolbench_locust.workload.arrival import OpenLoop
+from tests.support.hostile import server_process
 from tests.support.locust_run import csv_rows, run_locust
 from tests.support.webui import WebUI
 
@@ -134,6 +140,121 @@ def test_with_processes_each_workers_rate_reaches_the_master(mock_server_factory
     workers_said = {w[0] for w in FELL_BEHIND.findall(result.stderr) if w[3] == "last 3 s"}
     assert workers_said == {"worker 0", "worker 1"}, result.stderr[-3000:]
     assert "Check failed: --check-min-rate-ratio 0.9" in result.stderr
+
+
+SATURATED = re.compile(
+    r"Likely cause: the server was saturated: its waiting requests grew from (\d+) to (\d+) in \d+ s, running "
+    r"([\d.]+) at once \((http://127\.0\.0\.1:\d+/metrics)\); raising -u or --max-concurrency will not help"
+)
+
+
+@pytest.mark.parametrize(
+    ("users", "server_metrics", "named"),
+    [
+        pytest.param(16, "auto", True, id="its-queue-grew"),
+        pytest.param(16, "off", False, id="no-server-metrics"),
+        pytest.param(3, "auto", False, id="fewer-users-than-its-slots-a-flat-queue"),
+    ],
+)
+def test_a_rate_above_the_servers_capacity_names_the_server_when_its_own_queue_grew(
+    tmp_path, users, server_metrics, named
+):
+    """4 slots x 20 ms serve 200 requests/s; 400 are asked for. With 16 users, 12 of them wait in the server's
+    own queue (its vLLM gauge, scraped): more users would only lengthen it. With 3 users, fewer than its slots,
+    the server never queues: the users are the limit, and the old cause stays; without its metrics too."""
+    env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
+    with server_process("tests.support.slots_server:slots", env) as url:
+        result, prefix, document = run(
+            url,
+            tmp_path,
+            *("--request-rate", "400", "--server-metrics", server_metrics, "--server-metrics-interval", "0.5"),
+            users=users,
+            run_time="7s",
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = FELL_BEHIND.findall(result.stderr)
+    assert [w[3] for w in said] == ["last 3 s", "whole run"], result.stderr[-3000:]
+    (row,) = by(Path(f"{prefix}_client_load.csv"), "Process").values()
+    warnings = document["client_load"]["warnings"]
+    if named:
+        found = SATURATED.findall(result.stderr)
+        assert len(found) == 2, result.stderr[-3000:]  # during the run and after it
+        for low, high, running, where in found:
+            assert int(low) == 0 and 6 <= int(high) <= 12 and 3 <= float(running) <= 4 and where == f"{url}/metrics"
+        assert "no free slot" not in result.stderr
+        assert row["Likely Cause"] == "server saturated" and SATURATED.search(warnings[0])
+    else:
+        assert "Likely cause: no free slot" in result.stderr and "raise --max-concurrency or -u" in result.stderr
+        assert "saturated" not in result.stderr and row["Likely Cause"] == "no free slot"
+
+
+def _view(flavor, *scrapes: dict[str, float]) -> ServerView:
+    view = ServerView("http://127.0.0.1:9/metrics")
+    view.flavor = flavor
+    for at, gauges in enumerate(scrapes):
+        view.history.append((100.0 + at, gauges))
+    return view
+
+
+def test_the_server_is_named_only_when_its_queue_grew_while_it_ran_requests():
+    grew = _view(VLLM, {"waiting": 0, "running": 0}, {"waiting": 5, "running": 4}, {"waiting": 9, "running": 4})
+    found = saturation(grew)
+    assert found is not None and (found.waiting_from, found.waiting_to, found.seconds, found.running) == (0, 9, 2, 4)
+    assert cause([grew]) == (
+        "the server was saturated: its waiting requests grew from 0 to 9 in 2 s, running 4.0 at once "
+        "(http://127.0.0.1:9/metrics); raising -u or --max-concurrency will not help"
+    )
+    # the last scrape (after the users stopped) finds the queue empty again: the most still counts
+    assert saturation(_view(VLLM, {"waiting": 1, "running": 4}, {"waiting": 8, "running": 4}, {"waiting": 0}))
+    flat = _view(VLLM, *({"waiting": 7.0, "running": 4.0} for _ in range(5)))
+    assert saturation(flat) is None  # as full at the run's first scrape: no growth seen
+    # the window began at the end of --warmup, the queue full by then: it grew from the run's first scrape
+    flat.first_gauges = (90.0, {"waiting": 0.0, "running": 0.0})
+    after_warmup = saturation(flat)
+    assert after_warmup is not None and (after_warmup.waiting_from, after_warmup.seconds) == (0, 10)
+    assert saturation(_view(VLLM, {"waiting": 0, "running": 4}, {"waiting": 1, "running": 4})) is None
+    # a queue that fills while nothing runs is a fixed wait, not a server at its limit (the mock's --ttfb-ms)
+    assert saturation(_view(VLLM, {"waiting": 0, "running": 0}, {"waiting": 4, "running": 0})) is None
+    # TEI has no gauge of what runs: its queue alone speaks
+    tei = saturation(_view(TEI, {"waiting": 0}, {"waiting": 30}))
+    assert tei is not None and tei.running is None and "running" not in tei.phrase()
+    # a hostile server's gauges count for nothing
+    assert saturation(_view(VLLM, {"waiting": float("nan")}, {"waiting": -50}, {"waiting": float("inf")})) is None
+    assert cause([_view(VLLM)]) is None and cause([]) is None
+
+
+def test_a_queue_full_since_the_warm_up_grew_from_the_runs_first_scrape():
+    """The stats reset at the end of --warmup rebases the view: its window starts with the queue full."""
+
+    def page(waiting: int, running: int) -> str:
+        return f"vllm:prompt_tokens_total 0\nvllm:num_requests_waiting {waiting}\nvllm:num_requests_running {running}\n"
+
+    view = ServerView("http://127.0.0.1:9/metrics")
+    view.observe(reading(page(0, 0), frozenset()), 100.0)  # before any user
+    view.observe(reading(page(12, 4), frozenset()), 103.0)
+    view.rebase()
+    for at in (104.0, 105.0, 106.0):
+        view.observe(reading(page(12, 4), frozenset()), at)
+    found = saturation(view)
+    assert found is not None and (found.waiting_from, found.waiting_to, found.seconds) == (0, 12, 4)
+
+
+def test_a_board_words_the_cause_by_the_servers_word_only_for_want_of_slots():
+    figures = PaceFigures(target_rate=400.0, scheduled=1200, sent=600, seconds=3.0, behind=True, cause="slots")
+    figures.behind_sent_rate, figures.behind_scheduled_rate = 200.0, 400.0
+    environment = SimpleNamespace()
+    board = board_of(environment)
+    board.update("local", figures)
+    assert "Likely cause: no free slot" in board.summary_warnings()[0]  # nothing registered: the old cause
+    provide(environment, lambda: None)
+    provide(environment, lambda: 1 / 0)  # type: ignore[arg-type,return-value]  # a failing source is left out
+    provide(environment, lambda: "the server was saturated: its queue grew")
+    (warning,) = board.summary_warnings()
+    assert "Likely cause: the server was saturated: its queue grew. The latencies include" in warning
+    assert board.rows()[0]["Likely Cause"] == "server saturated"
+    figures.cause = "cpu"  # a client short of CPU stays the client's, whatever the server says
+    assert "Likely cause: client CPU" in board.summary_warnings()[0]
+    assert board.rows()[0]["Likely Cause"] == "client CPU"
 
 
 def _cpu_a_process_gets_here() -> float:

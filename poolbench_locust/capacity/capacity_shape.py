@@ -109,7 +109,10 @@ class CapacityShape(LoadTestShape):
             logger.exception("capacity search")
             self.outcome.ended = self.outcome.ended or "error"
         finally:
-            self.done = True
+            # A driver killed by reset_time ends no search: Locust's master calls reset_time again after
+            # test_start, whose listeners may yield (--server-metrics' first scrape) after a tick spawned it.
+            if gevent.getcurrent() is self._driver:
+                self.done = True
 
     def _search(self) -> None:
         settings = self.settings

@@ -16,11 +16,13 @@ import psutil
 from locust.env import Environment
 from locust.runners import MasterRunner
 
+from poolbench_locust.capacity.probe_energy import ProbeEnergy, energy_marks, probe_energy
 from poolbench_locust.metrics.client_board import board_of
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.pacing import BEHIND_RATIO, CPU_BUSY_PERCENT, MIN_SHORTFALL, SUSTAINED_TICKS, watcher_of
 from poolbench_locust.options import Settings, Slo
+from poolbench_locust.servermetrics.gpu import EnergyMark
 from poolbench_locust.servermetrics.scraping import scraping_of
 
 SENT_RATIO = 0.95
@@ -49,6 +51,8 @@ class Mark:
     """The processes the pacing board had seen busy (a distributed run's only figure of CPU per probe)."""
     wall: float = 0.0
     """time.time() of the mark: the server's scrapes are stamped with it."""
+    energy: dict[str, EnergyMark] = field(default_factory=dict)
+    """Each dcgm-exporter target's energy counter at its last scrape (probe_energy.py)."""
 
 
 def mark(environment: Environment, at: float) -> Mark:
@@ -74,6 +78,7 @@ def mark(environment: Environment, at: float) -> Mark:
         sent=sent,
         cpu_busy=busy,
         wall=time.time(),
+        energy=energy_marks(environment),
     )
 
 
@@ -140,6 +145,8 @@ class Probe:
     processes: int = 1
     server_waiting: float | None = None
     """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
+    energy: ProbeEnergy = field(default_factory=ProbeEnergy)
+    """The GPUs' energy and mean power in the window (a dcgm-exporter target of --server-metrics)."""
     passed: bool = False
     limited_by: str = SERVER
     why: list[str] = field(default_factory=list)
@@ -197,6 +204,9 @@ def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch |
         cpu_peak=cpu.peak if cpu is not None else None,
         cpu_busy=(cpu.busy if cpu is not None else False) or bool(after.cpu_busy - before.cpu_busy),
         processes=processes,
+        energy=probe_energy(
+            before.energy, after.energy, max(after.at - before.at, 1e-9), after.input_tokens - before.input_tokens
+        ),
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poolbench_locust import texttable
+from poolbench_locust.capacity import probe_energy
 from poolbench_locust.capacity.probes import CLIENT, Probe
 from poolbench_locust.charts.figures import sheet
 from poolbench_locust.charts.svg import Series, line_chart, number_label
@@ -36,6 +37,7 @@ CSV_COLUMNS = (
     "Passed",
     "Limited By",
     "Why",
+    *probe_energy.CSV_COLUMNS,
 )
 CONSOLE_COLUMNS = (
     "Probe",
@@ -78,6 +80,7 @@ def row(probe: Probe) -> dict[str, Any]:
         "Passed": "yes" if probe.passed else "no",
         "Limited By": probe.limited_by,
         "Why": "; ".join(probe.why),
+        **probe.energy.csv_cells(),
     }
 
 
@@ -152,7 +155,8 @@ class Outcome:
     def console_lines(self) -> list[str]:
         if not self.probes:
             return []
-        cells = [list(CONSOLE_COLUMNS)]
+        columns = CONSOLE_COLUMNS + probe_energy.console_columns(p.energy for p in self.probes)
+        cells = [list(columns)]
         for probe in self.probes:
             values = row(probe)
             cells.append(
@@ -162,7 +166,7 @@ class Outcome:
                     else f"{values[c]:,}"
                     if isinstance(values[c], int | float)
                     else str(values[c])
-                    for c in CONSOLE_COLUMNS
+                    for c in columns
                 ]
             )
         title = (
@@ -208,6 +212,7 @@ class Outcome:
                     "passed": p.passed,
                     "limited_by": p.limited_by,
                     "why": list(p.why),
+                    **p.energy.json_keys(),
                 }
                 for p in self.probes
             ],

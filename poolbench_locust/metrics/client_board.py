@@ -5,17 +5,19 @@ table of the web UI, the console and the JSON result."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from locust.env import Environment
 
 from poolbench_locust import texttable
+from poolbench_locust.metrics.pace_causes import server_cause
 from poolbench_locust.metrics.pacing import (
     BEHIND_RATIO,
     CAUSES,
     CPU_BUSY_PERCENT,
     LATE_MS,
+    SERVER_CAUSE,
     PaceFigures,
     behind_warning,
     cpu_warning,
@@ -47,7 +49,13 @@ HEADER = (
 TOTAL = "Total"
 
 
-def _row(process: str, figures: PaceFigures) -> dict[str, Any]:
+def _likely_cause(figures: PaceFigures, server: str | None) -> str | None:
+    if not figures.cause:
+        return None
+    return SERVER_CAUSE if server and figures.cause == "slots" else CAUSES[figures.cause].split(":")[0]
+
+
+def _row(process: str, figures: PaceFigures, server: str | None = None) -> dict[str, Any]:
     open_loop = figures.target_rate is not None
     lateness = figures.lateness
 
@@ -67,14 +75,16 @@ def _row(process: str, figures: PaceFigures) -> dict[str, Any]:
         "Lateness Max": _ms(lateness.max) if open_loop and lateness.n else None,
         "Peak CPU %": rounded(figures.cpu_peak, 0),
         "Fell Behind": ("yes" if figures.behind else "no") if open_loop else None,
-        "Likely Cause": CAUSES[figures.cause].split(":")[0] if figures.cause else None,
+        "Likely Cause": _likely_cause(figures, server),
     }
 
 
 class Board:
     """The master's (or the only process's) view: each process's latest figures, and the warnings said."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: Callable[[], str | None] = lambda: None) -> None:
+        self.server = server
+        """The server's own word that it was saturated (pace_causes.py), asked whenever a cause is worded."""
         self.processes: dict[str, PaceFigures] = {}
         self._said: set[tuple[str, str]] = set()
         self._refused: set[str] = set()
@@ -88,7 +98,7 @@ class Board:
         for kind, flagged in (("behind", figures.behind), ("cpu", figures.cpu_busy)):
             if flagged and (process, kind) not in self._said:
                 self._said.add((process, kind))
-                text = behind_warning(process, figures, during=True) if kind == "behind" else None
+                text = behind_warning(process, figures, True, self.server()) if kind == "behind" else None
                 logger.warning("%s", text or cpu_warning(process, figures))
 
     def refuse(self, process: str, why: str) -> None:
@@ -112,7 +122,8 @@ class Board:
         return total
 
     def rows(self) -> list[dict[str, Any]]:
-        table = [_row(name, self.processes[name]) for name in sorted(self.processes, key=_process_order)]
+        server = self._server()
+        table = [_row(name, self.processes[name], server) for name in sorted(self.processes, key=_process_order)]
         total = self.total()
         if total is not None and len(self.processes) > 1:
             senders = [f for f in self.processes.values() if f.target_rate is not None]
@@ -129,9 +140,14 @@ class Board:
         total = self.total()
         return None if total is None else total.ratio()
 
+    def _server(self) -> str | None:
+        """The server's word, asked only when some process lacked free slots (it reads the scrapes)."""
+        return self.server() if any(f.cause == "slots" for f in self.processes.values()) else None
+
     def summary_warnings(self) -> list[str]:
+        server = self._server()
         return [
-            behind_warning(name, figures, during=False)
+            behind_warning(name, figures, False, server)
             for name, figures in sorted(self.processes.items(), key=lambda item: _process_order(item[0]))
             if figures.behind
         ]
@@ -157,13 +173,16 @@ def _process_order(name: str) -> tuple[int, int, str]:
     )
 
 
-_BOARD = Slot("client_load", Board)
+_BOARD: Slot[Board] = Slot("client_load")
 """Each process's rate sent, lateness and CPU, on the master or the one process."""
 
 
 def board_of(environment: Environment) -> Board:
-    """The run's client-load board (made on first use, one per environment)."""
-    return _BOARD.of(environment)
+    """The run's client-load board (made on first use, one per environment), asking the environment's
+    registered server causes (pace_causes.py) when it words a fell-behind warning."""
+    if (board := _BOARD.peek(environment)) is None:
+        board = _BOARD.put(environment, Board(lambda: server_cause(environment)))
+    return board
 
 
 def board_if_any(environment: Environment) -> Board | None:

@@ -54,6 +54,8 @@ CAUSES = {
     "(raise --max-concurrency or -u)",
     "cpu": "client CPU: the process could not run its schedule in time (add --processes or workers)",
 }
+SERVER_CAUSE = "server saturated"
+"""The Likely Cause of a process short of free slots while the server's own queue grew (pace_causes.py)."""
 LATENCY_NOTE = "its latencies then include the client's own queueing"
 
 MAX_COUNT = 10**12
@@ -290,8 +292,9 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def behind_warning(process: str, figures: PaceFigures, during: bool) -> str:
-    """The warning's one line: the target, the rate sent, the likely cause."""
+def behind_warning(process: str, figures: PaceFigures, during: bool, server: str | None = None) -> str:
+    """The warning's one line: the target, the rate sent, the likely cause. `server`: the server's own
+    figures saying it was saturated (pace_causes.py): they, not the slots, are then the cause."""
     if during:
         sent, scheduled = figures.behind_sent_rate, figures.behind_scheduled_rate
         span = f"over the last {WINDOW_S:g} s"
@@ -301,7 +304,7 @@ def behind_warning(process: str, figures: PaceFigures, during: bool) -> str:
     share = (
         "" if not scheduled or sent is None else f", {100 * sent / scheduled:.0f} % of the {scheduled:,.1f} scheduled"
     )
-    cause = CAUSES.get(figures.cause or "", "unknown")
+    cause = server if server and figures.cause == "slots" else CAUSES.get(figures.cause or "", "unknown")
     return (
         f"The open loop fell behind on {process}: target {_rate(figures.target_rate)} requests/s, "
         f"sent {_rate(sent)} requests/s {span}{share}. Likely cause: {cause}. The latencies include the "

@@ -128,6 +128,9 @@ class ServerView:
         self._prev_hists: dict[str, dict[SeriesKey, Hist]] = {}
         self.seen: set[str] = set()
         """Roles some scrape had a series of: a GPU without an energy counter has no energy, not 0 J."""
+        self.first_gauges: tuple[float, dict[str, float | None]] | None = None
+        """The gauges of the run's first scrape (before any user started), kept across rebases: a queue
+        full since the warm-up is still one that grew (saturation.py)."""
         self.rebase()
 
     def rebase(self) -> None:
@@ -181,6 +184,8 @@ class ServerView:
         if first:
             self.started = at
         self.history.append((at, {role: g.last for role, g in self.gauges.items()}))
+        if self.first_gauges is None:
+            self.first_gauges = self.history[-1]
         self._mark(at)
 
     def _count(self, role: str, series: dict[SeriesKey, float], first: bool) -> None:
