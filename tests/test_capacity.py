@@ -300,3 +300,15 @@ def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     assert f"Capacity over 5 searches: {capacity['requests_per_s']:,.1f} requests/s (95 % CI {low:,.1f}" in done.stderr
     schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
     jsonschema.validate(doc, schema)
+
+
+def test_a_server_verdict_on_a_probe_the_client_fell_behind_says_the_server_held_the_users():
+    """Behind its schedule, the client is cleared only by the server's own slow answers: the answer says
+    so, not that the client kept its schedule."""
+    found = Outcome("e2e_ms=60", 0.99, 0.05, ended="converged")
+    found.probes.append(judge(probe(rate=150.0), settings()))
+    found.probes.append(judge(probe(rate=156.0, sent=300, good=30, requests=300, ttfb_p99_ms=900.0), settings()))
+    assert found.limited_by == SERVER
+    answer = found.answer()
+    assert "the client sent 75.0 % of its schedule with its own time to headers at 900.0 ms (p99)" in answer
+    assert "kept its schedule" not in answer

@@ -139,8 +139,13 @@ class Outcome:
             text += "every probe passed: the limit was not reached"
         else:
             text += (
-                f"limited by the server: at {bound.rate:,.1f} requests/s {'; '.join(bound.why)} while the client "
-                f"kept its schedule"
+                f"limited by the server: at {bound.rate:,.1f} requests/s {'; '.join(bound.why)} "
+                # behind its schedule, the client is cleared only because the server's own answers were slow
+                + (
+                    "while the client kept its schedule"
+                    if not bound.behind
+                    else f"with its own time to headers at {shown_ms(bound.ttfb_p99_ms)} ms (p99): it held every user"
+                )
             )
             if best.server_waiting is not None and bound.server_waiting is not None:
                 text += (
