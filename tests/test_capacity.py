@@ -312,3 +312,16 @@ def test_a_server_verdict_on_a_probe_the_client_fell_behind_says_the_server_held
     answer = found.answer()
     assert "the client sent 75.0 % of its schedule with its own time to headers at 900.0 ms (p99)" in answer
     assert "kept its schedule" not in answer
+
+
+def test_where_nothing_waited_the_answer_quotes_what_the_server_ran_at_once():
+    """vLLM runs every pooling request it holds at once (its waiting gauge stayed 0 against the real CPU
+    build): the evidence is then its running requests, which grew with the rate."""
+    found = Outcome("e2e_ms=2000", 0.99, 0.05, ended="converged")
+    found.probes.append(judge(probe(rate=7.5, server_waiting=0.0, server_running=3.1), settings()))
+    found.probes.append(judge(probe(rate=7.8, good=200, server_waiting=0.0, server_running=12.4), settings()))
+    assert "nothing waited in its queue; it ran 3.1 requests at once at 7.5/s and 12.4 at 7.8/s" in found.answer()
+    queued = Outcome("e2e_ms=60", 0.99, 0.05, ended="converged")
+    queued.probes.append(judge(probe(rate=150.0, server_waiting=0.4, server_running=4.0), settings()))
+    queued.probes.append(judge(probe(rate=156.0, good=300, server_waiting=21.0, server_running=4.0), settings()))
+    assert "its own queue held 0.4 requests at 150.0/s and 21.0 at 156.0/s" in queued.answer()

@@ -15,7 +15,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
-from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_waiting
+from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_gauge
 from poolbench_locust.capacity.repeated import Searches
 from poolbench_locust.capacity.report import Outcome, probe_sheet
 from poolbench_locust.capacity.search import Search
@@ -169,7 +169,8 @@ class CapacityShape(LoadTestShape):
         # next probe's latencies.
         runner.send_message(DROP_DUE_MESSAGE)
         probe = measure(number, rate, before, after, cpu, self._processes())
-        probe.server_waiting = server_waiting(self.environment, before.wall, after.wall)
+        probe.server_waiting = server_gauge(self.environment, "waiting", before.wall, after.wall)
+        probe.server_running = server_gauge(self.environment, "running", before.wall, after.wall)
         return judge(probe, self.settings)
 
     def _mark(self) -> Mark:

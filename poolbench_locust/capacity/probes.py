@@ -82,10 +82,10 @@ def mark(environment: Environment, at: float) -> Mark:
     )
 
 
-def server_waiting(environment: Environment, since: float, until: float) -> float | None:
-    """The requests the server said were waiting in its queue (--server-metrics: vLLM's num_requests_waiting,
-    TEI's queue size, ...): the mean of its scrapes between two wall-clock times (of every target's, with
-    several); None when no scrape of a queue fell in the window."""
+def server_gauge(environment: Environment, name: str, since: float, until: float) -> float | None:
+    """A gauge of the server's own (--server-metrics: "waiting", vLLM's num_requests_waiting, TEI's queue
+    size, ...; "running", vLLM's num_requests_running, ...): the mean of its scrapes between two wall-clock
+    times (of every target's, with several); None when no scrape of it fell in the window."""
     state = scraping_of(environment)
     if state is None:
         return None
@@ -94,7 +94,7 @@ def server_waiting(environment: Environment, since: float, until: float) -> floa
         for view in state.views
         for at, gauges in view.history
         if since <= at <= until
-        and isinstance(value := gauges.get("waiting"), int | float)
+        and isinstance(value := gauges.get(name), int | float)
         and math.isfinite(value)
         and value >= 0
     ]
@@ -144,6 +144,9 @@ class Probe:
     cpu_busy: bool = False
     processes: int = 1
     server_waiting: float | None = None
+    server_running: float | None = None
+    """The server's own mean of requests running in the window: where nothing waits (a pooling model on
+    vLLM runs every request it holds at once), what grows with the rate."""
     """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
     energy: ProbeEnergy = field(default_factory=ProbeEnergy)
     """The GPUs' energy and mean power in the window (a dcgm-exporter target of --server-metrics)."""

@@ -34,6 +34,7 @@ CSV_COLUMNS = (
     "TTFB 99%",
     "Peak CPU %",
     "Server Waiting",
+    "Server Running",
     "Passed",
     "Limited By",
     "Why",
@@ -77,11 +78,36 @@ def row(probe: Probe) -> dict[str, Any]:
         "TTFB 99%": shown_ms(probe.ttfb_p99_ms),
         "Peak CPU %": _round(probe.cpu_peak, 0),
         "Server Waiting": _round(probe.server_waiting, 1),
+        "Server Running": _round(probe.server_running, 1),
         "Passed": "yes" if probe.passed else "no",
         "Limited By": probe.limited_by,
         "Why": "; ".join(probe.why),
         **probe.energy.csv_cells(),
     }
+
+
+QUEUE_EMPTY = 0.5
+"""A mean of fewer waiting requests than this is an empty queue: the server ran what it held."""
+
+
+def _server_evidence(best: Probe, bound: Probe) -> str:
+    """The server's own gauges at the answer and at the bound (--server-metrics): its queue, or, where nothing
+    waited, the requests it ran at once; empty without them."""
+    pairs = [
+        ("waiting", best.server_waiting, bound.server_waiting),
+        ("running", best.server_running, bound.server_running),
+    ]
+    found = [(name, a, b) for name, a, b in pairs if a is not None and b is not None]
+    if not found:
+        return ""
+    name, a, b = found[0]
+    if name == "waiting" and max(a, b) < QUEUE_EMPTY and len(found) > 1:
+        name, a, b = found[1]
+    held = "its own queue held" if name == "waiting" else "nothing waited in its queue; it ran"
+    return (
+        f"; {held} {a:,.1f} requests{' at once' if name == 'running' else ''} at {best.rate:,.1f}/s and "
+        f"{b:,.1f} at {bound.rate:,.1f}/s (mean of its scrapes)"
+    )
 
 
 @dataclass
@@ -147,11 +173,7 @@ class Outcome:
                     else f"with its own time to headers at {shown_ms(bound.ttfb_p99_ms)} ms (p99): it held every user"
                 )
             )
-            if best.server_waiting is not None and bound.server_waiting is not None:
-                text += (
-                    f"; its own queue held {best.server_waiting:,.1f} requests at {best.rate:,.1f}/s and "
-                    f"{bound.server_waiting:,.1f} at {bound.rate:,.1f}/s (mean of its scrapes)"
-                )
+            text += _server_evidence(best, bound)
         text += f"; the client sent {100 * (best.sent_ratio or 0):.1f} % of its schedule"
         if self.ended == "cut short":
             text += f" (the search was cut short by the run time: the bracket is wider than {self.precision:.0%})"
@@ -214,6 +236,7 @@ class Outcome:
                     "e2e_p99_ms": p.e2e_p99_ms,
                     "cpu_peak_percent": p.cpu_peak,
                     "server_waiting": p.server_waiting,
+                    "server_running": p.server_running,
                     "passed": p.passed,
                     "limited_by": p.limited_by,
                     "why": list(p.why),
