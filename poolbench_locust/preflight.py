@@ -21,6 +21,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.metrics.pace_causes import note_alone
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
@@ -55,6 +56,8 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     event = seen[-1]
     status = getattr(event.get("response"), "status_code", 0)
     error = event.get("exception")
+    if error is None and isinstance(took := event.get("response_time"), int | float) and took > 0:
+        note_alone(environment, float(took))  # the reference a saturated server's latency is compared with
     message = None if error is None else str(error)[:MESSAGE_LIMIT]
     return user.plan.path, (status if isinstance(status, int) else 0), message
 

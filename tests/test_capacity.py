@@ -325,3 +325,15 @@ def test_where_nothing_waited_the_answer_quotes_what_the_server_ran_at_once():
     queued.probes.append(judge(probe(rate=150.0, server_waiting=0.4, server_running=4.0), settings()))
     queued.probes.append(judge(probe(rate=156.0, good=300, server_waiting=21.0, server_running=4.0), settings()))
     assert "its own queue held 0.4 requests at 150.0/s and 21.0 at 156.0/s" in queued.answer()
+
+
+def test_where_the_server_reports_neither_queue_nor_running_the_answer_quotes_its_own_latency():
+    """vLLM's pooling runner (CPU build) left num_requests_waiting and num_requests_running at 0 while its own
+    latency histogram grew: an empty gauge is no evidence, its latency is."""
+    found = Outcome("e2e_ms=2000", 0.99, 0.05, ended="converged")
+    quiet = dict(server_waiting=0.0, server_running=0.0)
+    found.probes.append(judge(probe(rate=5.8, server_latency_ms=310.0, **quiet), settings()))
+    found.probes.append(judge(probe(rate=6.0, good=300, server_latency_ms=1480.0, **quiet), settings()))
+    answer = found.answer()
+    assert "its own mean latency was 310 ms at 5.8/s and 1,480 ms at 6.0/s" in answer
+    assert "ran 0.0" not in answer and "held 0.0" not in answer

@@ -239,6 +239,43 @@ def test_a_queue_full_since_the_warm_up_grew_from_the_runs_first_scrape():
     assert found is not None and (found.waiting_from, found.waiting_to, found.seconds) == (0, 12, 4)
 
 
+def test_a_server_with_no_queue_to_show_is_named_when_its_own_latency_grew():
+    """vLLM's pooling runner takes every request into its batch: against its CPU build its waiting and running
+    gauges stayed 0 while its own mean latency went from 130 ms to 1 s. Its latency histogram speaks then."""
+
+    def page(count: int, total: float) -> str:
+        return (
+            "vllm:prompt_tokens_total 0\nvllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"
+            f'vllm:e2e_request_latency_seconds_bucket{{le="+Inf"}} {count}\n'
+            f"vllm:e2e_request_latency_seconds_sum {total}\nvllm:e2e_request_latency_seconds_count {count}\n"
+        )
+
+    def view_of(latencies_s: list[float]) -> ServerView:
+        view, count, total = ServerView("http://127.0.0.1:9/metrics"), 0, 0.0
+        view.observe(reading(page(0, 0.0), frozenset()), 100.0)
+        for at, latency in enumerate(latencies_s, 101):  # 20 requests ended a scrape, each of this latency
+            count, total = count + 20, total + 20 * latency
+            view.observe(reading(page(count, total), frozenset()), float(at))
+        return view
+
+    slowed = view_of([0.13, 0.13, 0.3, 0.6, 1.0, 1.0])
+    assert saturation(slowed) is None  # no queue grew
+    assert cause([slowed]) == (
+        "the server was saturated: its own mean latency grew from 130 ms to 1,000 ms "
+        "(http://127.0.0.1:9/metrics); raising -u or --max-concurrency will not help"
+    )
+    assert cause([view_of([0.13, 0.14, 0.13, 0.15, 0.14, 0.13])]) is None  # as fast at the end: not the limit
+    assert cause([view_of([0.13, 0.35])]) is None  # too few scrapes to tell a start from an end
+    # loaded from its first scrape (all users at once): as slow throughout, against one request alone
+    flat_slow = view_of([0.98, 0.97, 0.98])
+    assert cause([flat_slow]) is None  # no reference: a slow server is not a saturated one
+    assert cause([flat_slow], alone_ms=130.0) == (
+        "the server was saturated: its own mean latency was 977 ms against 130 ms for one request alone (the "
+        "preflight) (http://127.0.0.1:9/metrics); raising -u or --max-concurrency will not help"
+    )
+    assert cause([flat_slow], alone_ms=400.0) is None  # 2.4 times: within what a busy server may take
+
+
 def test_a_board_words_the_cause_by_the_servers_word_only_for_want_of_slots():
     figures = PaceFigures(target_rate=400.0, scheduled=1200, sent=600, seconds=3.0, behind=True, cause="slots")
     figures.behind_sent_rate, figures.behind_scheduled_rate = 200.0, 400.0

@@ -53,6 +53,27 @@ class Mark:
     """time.time() of the mark: the server's scrapes are stamped with it."""
     energy: dict[str, EnergyMark] = field(default_factory=dict)
     """Each dcgm-exporter target's energy counter at its last scrape (probe_energy.py)."""
+    server_latency: tuple[float, float] | None = None
+    """The server's own request-latency histogram at its last scrape, summed over its targets: (sum in s, count)."""
+
+
+def server_latency_mark(environment: Environment) -> tuple[float, float] | None:
+    """(sum in s, count) of the servers' own request-latency histograms (vLLM's e2e_request_latency_seconds,
+    TEI's request duration, ...) as of their last scrapes; None without one."""
+    state = scraping_of(environment)
+    if state is None:
+        return None
+    hists = [view.hists["latency"] for view in state.views if view.has("latency")]
+    return (sum(h.sum for h in hists), sum(h.count for h in hists)) if hists else None
+
+
+def server_latency_ms(before: Mark, after: Mark) -> float | None:
+    """The servers' own mean latency of the requests they ended between two marks; None without a histogram,
+    with no request ended, or across a rebase of the scraped figures (their counts went down)."""
+    if before.server_latency is None or after.server_latency is None:
+        return None
+    total, count = (a - b for a, b in zip(after.server_latency, before.server_latency, strict=True))
+    return 1000 * total / count if count > 0 and total >= 0 else None
 
 
 def mark(environment: Environment, at: float) -> Mark:
@@ -79,6 +100,7 @@ def mark(environment: Environment, at: float) -> Mark:
         cpu_busy=busy,
         wall=time.time(),
         energy=energy_marks(environment),
+        server_latency=server_latency_mark(environment),
     )
 
 
@@ -145,6 +167,8 @@ class Probe:
     processes: int = 1
     server_waiting: float | None = None
     server_running: float | None = None
+    server_latency_ms: float | None = None
+    """The server's own mean latency of the requests it ended in the window (its histogram's deltas)."""
     """The server's own mean of requests running in the window: where nothing waits (a pooling model on
     vLLM runs every request it holds at once), what grows with the rate."""
     """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
@@ -210,6 +234,7 @@ def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch |
         energy=probe_energy(
             before.energy, after.energy, max(after.at - before.at, 1e-9), after.input_tokens - before.input_tokens
         ),
+        server_latency_ms=server_latency_ms(before, after),
     )
 
 

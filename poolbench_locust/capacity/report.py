@@ -35,6 +35,7 @@ CSV_COLUMNS = (
     "Peak CPU %",
     "Server Waiting",
     "Server Running",
+    "Server Latency Mean",
     "Passed",
     "Limited By",
     "Why",
@@ -79,6 +80,7 @@ def row(probe: Probe) -> dict[str, Any]:
         "Peak CPU %": _round(probe.cpu_peak, 0),
         "Server Waiting": _round(probe.server_waiting, 1),
         "Server Running": _round(probe.server_running, 1),
+        "Server Latency Mean": shown_ms(probe.server_latency_ms),
         "Passed": "yes" if probe.passed else "no",
         "Limited By": probe.limited_by,
         "Why": "; ".join(probe.why),
@@ -91,23 +93,23 @@ QUEUE_EMPTY = 0.5
 
 
 def _server_evidence(best: Probe, bound: Probe) -> str:
-    """The server's own gauges at the answer and at the bound (--server-metrics): its queue, or, where nothing
-    waited, the requests it ran at once; empty without them."""
-    pairs = [
-        ("waiting", best.server_waiting, bound.server_waiting),
-        ("running", best.server_running, bound.server_running),
-    ]
-    found = [(name, a, b) for name, a, b in pairs if a is not None and b is not None]
-    if not found:
-        return ""
-    name, a, b = found[0]
-    if name == "waiting" and max(a, b) < QUEUE_EMPTY and len(found) > 1:
-        name, a, b = found[1]
-    held = "its own queue held" if name == "waiting" else "nothing waited in its queue; it ran"
-    return (
-        f"; {held} {a:,.1f} requests{' at once' if name == 'running' else ''} at {best.rate:,.1f}/s and "
-        f"{b:,.1f} at {bound.rate:,.1f}/s (mean of its scrapes)"
-    )
+    """The server's own figures at the answer and at the bound (--server-metrics): its queue; where nothing
+    waited, the requests it ran at once; where it reports neither (vLLM's pooling runner left both at 0
+    against its CPU build), its own mean latency. Empty without them."""
+    waiting, running = (best.server_waiting, bound.server_waiting), (best.server_running, bound.server_running)
+    latency = (best.server_latency_ms, bound.server_latency_ms)
+    at = f" at {best.rate:,.1f}/s and {{b}} at {bound.rate:,.1f}/s"
+    if None not in waiting and max(waiting) >= QUEUE_EMPTY:  # type: ignore[type-var]
+        return f"; its own queue held {waiting[0]:,.1f} requests" + at.format(b=f"{waiting[1]:,.1f}")
+    if None not in running and max(running) >= QUEUE_EMPTY:  # type: ignore[type-var]
+        return f"; nothing waited in its queue; it ran {running[0]:,.1f} requests at once" + at.format(
+            b=f"{running[1]:,.1f}"
+        )
+    if None not in latency:
+        return f"; its own mean latency was {latency[0]:,.0f} ms" + at.format(b=f"{latency[1]:,.0f} ms")
+    if None not in waiting:
+        return f"; its own queue held {waiting[0]:,.1f} requests" + at.format(b=f"{waiting[1]:,.1f}")
+    return ""
 
 
 @dataclass
@@ -237,6 +239,7 @@ class Outcome:
                     "cpu_peak_percent": p.cpu_peak,
                     "server_waiting": p.server_waiting,
                     "server_running": p.server_running,
+                    "server_latency_ms": p.server_latency_ms,
                     "passed": p.passed,
                     "limited_by": p.limited_by,
                     "why": list(p.why),

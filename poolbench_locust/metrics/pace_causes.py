@@ -44,3 +44,18 @@ def server_cause(environment: Environment) -> str | None:
         except Exception:
             logger.debug("server cause of a fell-behind warning", exc_info=True)
     return None
+
+
+_ALONE: Slot[list[float]] = Slot("pace_one_request_alone_ms", list)
+
+
+def note_alone(environment: Environment, ms: float) -> None:
+    """The time of one request sent alone before the load (the preflight's): what the server's own latency
+    under load is compared with. The last one counts."""
+    _ALONE.of(environment).append(ms)
+
+
+def alone_ms(environment: Environment) -> float | None:
+    """The time of the last request sent alone, in ms, or None (no preflight, or it failed)."""
+    found = _ALONE.peek(environment)
+    return found[-1] if found else None

@@ -183,7 +183,10 @@ class ServerView:
         self.last = at
         if first:
             self.started = at
-        self.history.append((at, {role: g.last for role, g in self.gauges.items()}))
+        gauges: dict[str, float | None] = {role: g.last for role, g in self.gauges.items()}
+        if self.has("latency"):  # its running totals: how its own latency moved within the window (saturation.py)
+            gauges["latency_sum"], gauges["latency_count"] = self.hists["latency"].sum, self.hists["latency"].count
+        self.history.append((at, gauges))
         if self.first_gauges is None:
             self.first_gauges = self.history[-1]
         self._mark(at)

@@ -3,6 +3,11 @@ queue (vLLM's num_requests_waiting, TEI's te_queue_size, SGLang's and llama.cpp'
 requests. An open loop that found no free slot then waited on the server, and more users (-u) would only
 have lengthened its queue: the fell-behind warning names the server (metrics/pace_causes.py asks here).
 
+A server that takes every request it holds into its batch (vLLM's pooling runner: against its CPU build
+both its waiting and its running gauges stayed 0) has no queue to show; its own latency does: when its
+mean latency at the end of the window is LATENCY_GROWTH times that at its start, it slowed down under the
+load, and more requests in flight would only have slowed it further.
+
 "Ran requests" matters where the server has a gauge of them: a queue that grew while nothing ran is no
 server at its limit (the bundled mock counts its fixed --ttfb-ms wait as waiting; a real server queues
 only what it has no room to run). TEI has no such gauge: its queue alone speaks."""
@@ -74,13 +79,74 @@ def saturation(view: ServerView) -> Saturation | None:
     return Saturation(view.shown, points[low][1], points[top][1], points[top][0] - points[low][0], running)
 
 
-def saturated(views: Iterable[ServerView]) -> Saturation | None:
-    """The server whose queue grew the most, when one did."""
+LATENCY_GROWTH = 3.0
+"""How many times the server's own mean latency must have grown from the window's start to its end."""
+MIN_ENDED = 10
+"""Requests the server must have ended in each end of the window compared (and a fifth of all, at least)."""
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    server: str
+    from_ms: float
+    """The server's own mean latency of the first fifth (at least MIN_ENDED) of the requests it ended."""
+    to_ms: float
+    """The same of the last fifth."""
+    alone: bool = False
+    """from_ms is one request's alone (the preflight's), to_ms the window's mean: the server was as slow
+    from the window's start."""
+
+    def phrase(self) -> str:
+        moved = (
+            f"was {self.to_ms:,.0f} ms against {self.from_ms:,.0f} ms for one request alone (the preflight)"
+            if self.alone
+            else f"grew from {self.from_ms:,.0f} ms to {self.to_ms:,.0f} ms"
+        )
+        return (
+            f"the server was saturated: its own mean latency {moved} ({self.server}); raising -u or "
+            "--max-concurrency will not help"
+        )
+
+
+def slowdown(view: ServerView, alone_ms: float | None = None) -> Slowdown | None:
+    """The view's own latency at the end of the measured window against its start, when it grew
+    LATENCY_GROWTH times; else its mean over the window against one request alone (`alone_ms`, the
+    preflight's), when that is LATENCY_GROWTH times; None without a latency histogram or too few requests."""
+    points = [
+        (total, count)
+        for _, gauges in view.history
+        if (total := _gauge(gauges.get("latency_sum"))) is not None
+        and (count := _gauge(gauges.get("latency_count"))) is not None
+    ]
+    if len(points) < 2 or points[-1][1] - points[0][1] < MIN_ENDED:
+        return None
+    (sum0, count0), (sum1, count1) = points[0], points[-1]
+    need = max(MIN_ENDED, (count1 - count0) / 5)
+    early = next(((t, c) for t, c in points if c - count0 >= need), None)
+    late = next(((t, c) for t, c in reversed(points) if count1 - c >= need), None)
+    if len(points) >= 3 and early is not None and late is not None and early[1] <= late[1]:  # two ends apart
+        from_ms = 1000 * (early[0] - sum0) / (early[1] - count0)
+        to_ms = 1000 * (sum1 - late[0]) / (count1 - late[1])
+        if from_ms > 0 and math.isfinite(to_ms) and to_ms >= LATENCY_GROWTH * from_ms:
+            return Slowdown(view.shown, from_ms, to_ms)
+    # as slow from the window's start (the load came at once): against one request alone
+    mean_ms = 1000 * (sum1 - sum0) / (count1 - count0)
+    if alone_ms is not None and alone_ms > 0 and math.isfinite(mean_ms) and mean_ms >= LATENCY_GROWTH * alone_ms:
+        return Slowdown(view.shown, alone_ms, mean_ms, alone=True)
+    return None
+
+
+def saturated(views: Iterable[ServerView], alone_ms: float | None = None) -> Saturation | Slowdown | None:
+    """The server whose queue grew the most, when one did; else the one whose own latency grew the most."""
+    views = list(views)
     found = [s for view in views if (s := saturation(view)) is not None]
-    return max(found, key=lambda s: s.waiting_to - s.waiting_from, default=None)
+    if found:
+        return max(found, key=lambda s: s.waiting_to - s.waiting_from)
+    slowed = [s for view in views if (s := slowdown(view, alone_ms)) is not None]
+    return max(slowed, key=lambda s: s.to_ms / s.from_ms, default=None)
 
 
-def cause(views: Iterable[ServerView]) -> str | None:
+def cause(views: Iterable[ServerView], alone_ms: float | None = None) -> str | None:
     """The fell-behind warning's cause when the server was the limit (metrics/pace_causes.ServerCause)."""
-    found = saturated(views)
+    found = saturated(views, alone_ms)
     return None if found is None else found.phrase()

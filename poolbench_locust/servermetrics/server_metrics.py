@@ -21,7 +21,7 @@ from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.lifecycle import stop_run
-from poolbench_locust.metrics.pace_causes import provide
+from poolbench_locust.metrics.pace_causes import alone_ms, provide
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import report, saturation
@@ -151,7 +151,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         return  # the master scrapes, once for the whole run
     state = start_scraping(environment)
     # An open loop short of free slots while this server's queue grew: the warning names the server.
-    provide(environment, lambda: saturation.cause(state.views))
+    provide(environment, lambda: saturation.cause(state.views, alone_ms(environment)))
     if web_ui is not None:
         _install_web_ui(environment, state)
     prefix = getattr(environment.parsed_options, "csv_prefix", None)
