@@ -21,7 +21,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.lifecycle import exit_early, stop_run
-from poolbench_locust.metrics.pace_causes import note_alone
+from poolbench_locust.metrics.pace_causes import alone_ms, note_alone
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
@@ -85,7 +85,11 @@ def preflight_error(environment: Environment) -> str | None:
         if failure is None:
             done.add(key)
             # The server counts this request and the stats do not: say so, for whoever reconciles the two.
-            logger.info("preflight: %s answered; it is one request the server counts and the stats do not", route)
+            logger.info(
+                "preflight: %s answered%s; it is one request the server counts and the stats do not",
+                route,
+                f" in {took:,.0f} ms" if (took := alone_ms(environment)) is not None else "",
+            )
             continue
         if 400 <= status < 500:
             return f"preflight: {route} failed: {failure} (the run stops; --no-preflight skips this check)"

@@ -7,6 +7,7 @@ all-MiniLM-L6-v2 on 127.0.0.1.
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,53 @@ def test_vllms_own_counters_equal_the_clients(vllm_server: Any, tmp_path: Path, 
     section = re.search(r'<section id="poolbench-server-metrics".*?</section>', page.read_text(), re.S)
     assert section and "Server against client" in section.group(0)
     assert f"<td>{pooling['Input Tokens']}</td>" in section.group(0)
+
+
+def test_an_open_loop_above_vllms_capacity_names_the_server_by_its_own_latency(vllm_server: Any) -> None:
+    """vLLM's pooling runner takes every request it holds into its batch: its waiting gauge stays 0 while
+    its latency grows. Asked for far more than it serves (about 6 requests/s of 130 tokens on 2 cores), the
+    open loop falls behind, and the warning blames the server, not the slots: its own mean latency against
+    the preflight's one request alone. A cold vLLM's first request is slow (its own warm-up): the server is
+    warmed first, as a user's would be by the runs before, so that the preflight's request is one alone."""
+    warm = run_locust("locustfiles/embeddings.py", "--model", "minilm", host=vllm_server.url, users=1, run_time="5s")
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--model", "minilm", "--request-rate", "30", "--server-metrics-interval", "1", "--stop-timeout", "30"),
+        host=vllm_server.url,
+        users=8,
+        run_time="20s",
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = [line for line in result.stderr.splitlines() if "fell behind on local" in line and "whole run" in line]
+    assert summary, result.stderr[-3000:]
+    assert re.search(
+        r"Likely cause: the server was saturated: its own mean latency (was [\d,]+ ms against [\d,]+ ms for one "
+        r"request alone \(the preflight\)|grew from [\d,]+ ms to [\d,]+ ms)",
+        summary[-1],
+    ), summary[-1]
+    assert "no free slot" not in summary[-1]
+
+
+def test_find_capacity_against_vllm_answers_a_rate_the_server_limits(vllm_server: Any, tmp_path: Path) -> None:
+    """--find-capacity against the real vLLM (CPU build): a capacity claimed, limited by the server, its
+    evidence the server's own mean latency, every passing probe's rate sent as asked."""
+    document = tmp_path / "cap.json"
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *("--model", "minilm", "--find-capacity", "--slo", "e2e_ms=2000", "--capacity-start-rate", "2"),
+        *("--capacity-precision", "0.2", "--sweep-step-time", "6", "--server-metrics-interval", "1"),
+        host=vllm_server.url,
+        users=32,
+        run_time="150s",
+        json_result=document,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    capacity = json.loads(document.read_text())["capacity"]
+    assert capacity["limited_by"] == "server" and capacity["ended"] == "converged", capacity["answer"]
+    assert 1 <= capacity["requests_per_s"] <= 40, capacity["answer"]
+    # the server's own evidence: vLLM's pooling runner queues little (0.8 seen), its latency grows
+    assert re.search(r"its own (queue held|mean latency was) ", capacity["answer"]), capacity["answer"]
+    assert all(p["sent_ratio"] >= 0.95 for p in capacity["probes"] if p["passed"])
