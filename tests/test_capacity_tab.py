@@ -171,3 +171,5 @@ def test_what_a_server_sent_reaches_the_tab_and_the_report_escaped():
     shape._driver = object()  # a search under way: its status line, not the answer
     live = panel.fragment(shape)
     assert "<img" not in live and "Probe 3: 75.0 requests/s, measuring." in live
+    report = panel.report_section(shape, "poolbench-capacity")  # the web UI's report, during the search
+    assert "Capacity: 50.0 requests/s" not in report and "The search is under way: 2 probes so far." in report

@@ -104,9 +104,12 @@ def report_section(shape: CapacityShape | None, section_id: str) -> str:
     if shape is None or not shape.outcome.probes:
         return ""
     outcome: Outcome = shape.outcome
-    answer = outcome.answer()
+    if outcome.ended is not None:
+        status = outcome.answer()
+    else:  # the web UI's report, asked for while the search goes on: no answer yet
+        status = f"The search is under way: {len(outcome.probes)} probes so far."
     body = (
-        f"<p>{html.escape(answer)}</p>"
+        f"<p>{html.escape(status)}</p>"
         + htmltables.table(TAB_HEADER, rows(shape))
         + probe_sheet(outcome, _e2e_bound(shape))
     )
