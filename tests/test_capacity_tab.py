@@ -9,7 +9,10 @@ import json
 import time
 from typing import Any
 
+import gevent
 import requests
+from locust.env import Environment
+from locust.event import Events
 
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import CapacityShape
@@ -20,6 +23,7 @@ from poolbench_locust.locust_pages import column_key
 from poolbench_locust.options import BY_FLAG, Settings
 from poolbench_locust.options.values import Slo
 from poolbench_locust.webform.layout import posted_name
+from tests.support.harness import options
 from tests.support.hostile import server_process
 from tests.support.webui import WebUI
 
@@ -173,3 +177,20 @@ def test_what_a_server_sent_reaches_the_tab_and_the_report_escaped():
     assert "<img" not in live and "Probe 3: 75.0 requests/s, measuring." in live
     report = panel.report_section(shape, "poolbench-capacity")  # the web UI's report, during the search
     assert "Capacity: 50.0 requests/s" not in report and "The search is under way: 2 probes so far." in report
+
+
+def test_a_search_started_again_is_not_ended_by_the_driver_it_replaced():
+    """Locust's master calls reset_time twice at a start (start_shape, then runner.start), the second time
+    after the first tick spawned the driver: a driver already running when it is replaced must not mark
+    the new search done (a web UI search on a master then stopped after one second, with no probe)."""
+    parsed = options("--find-capacity", "--slo", "e2e_ms=60", "--warmup", "60", "-u", "4", "--headless")
+    env = Environment(user_classes=[], parsed_options=parsed, events=Events())
+    shape = CapacityShape(env, Settings.from_options(parsed))
+    shape.reset_time()
+    assert shape.tick() == (4, 4.0)  # the driver is spawned
+    gevent.sleep(0.05)  # and runs: it waits out the warm-up
+    assert shape.running
+    shape.reset_time()  # runner.start
+    gevent.sleep(0.05)  # the replaced driver ends
+    assert not shape.done and shape.tick() == (4, 4.0)
+    shape.finish()

@@ -64,10 +64,12 @@ class CapacityShape(LoadTestShape):
         """The shape this search took the place of (a locustfile's), put back when the web form turns it off."""
         self._driver: gevent.Greenlet | None = None
         self._resets = 0
+        self._generation = 0
         self._new_search()
 
     def _new_search(self) -> None:
         s = self.settings
+        self._generation += 1
         self.search = Search(s.capacity_start_rate, s.capacity_precision)
         self.outcome = Outcome(str(s.slo), s.capacity_attainment, s.capacity_precision)
         self.done = False
@@ -115,14 +117,18 @@ class CapacityShape(LoadTestShape):
         return max(runner.worker_count, 1) if isinstance(runner, MasterRunner) else 1
 
     def _drive(self) -> None:
+        # A driver killed by reset_time ends after the new search began (Locust's master calls reset_time
+        # again in runner.start, after the first tick spawned this driver): it must not end the new one.
+        generation = self._generation
         try:
             self._search()
         except Exception:  # the driver must end the run, never leave it spinning at its last rate
             logger.exception("capacity search")
             self.outcome.ended = self.outcome.ended or "error"
         finally:
-            self.current = None
-            self.done = True
+            if generation == self._generation:
+                self.current = None
+                self.done = True
 
     def _search(self) -> None:
         settings = self.settings
