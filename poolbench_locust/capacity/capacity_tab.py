@@ -29,6 +29,7 @@ from poolbench_locust.locust_pages import (
 )
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.results.document import json_safe
 from poolbench_locust.webform.validation import form_options
 
 TAB_KEY = "capacity"
@@ -95,7 +96,8 @@ def _install_web_ui(environment: Environment, web_ui: Any) -> None:
     base = web_base(environment)
 
     def capacity_state() -> Response:
-        return jsonify(panel.state(shape_of(environment)))
+        # as the JSON result writes it (a figure that is not a number is null there, and here)
+        return jsonify(json_safe(panel.state(shape_of(environment))))
 
     def capacity_panel() -> Response:
         return Response(panel.fragment(shape_of(environment)), mimetype="text/html")
