@@ -132,6 +132,33 @@ def test_the_web_form_starts_a_search_and_a_later_run_without_it_is_a_plain_run(
             ui.close()
 
 
+def test_the_stop_button_stops_a_search_and_its_answer_says_so():
+    """Stopped from the web UI after its first probe: the driver sets no further rate, no probe is added,
+    and the answer says the search was stopped (not cut short by a run time)."""
+    env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
+    with server_process("tests.support.slots_server:slots", env) as url:
+        ui = WebUI(
+            "locustfiles/embeddings.py",
+            *("--host", url, "--no-preflight", "--server-metrics", "off", "--find-capacity", "--slo", "e2e_ms=60"),
+            *("--capacity-start-rate", "20", "--sweep-step-time", "1", "--input-len", "6"),
+        )
+        try:
+            assert ui.swarm(user_count=16, spawn_rate=16, host=url)["success"]
+            deadline = time.monotonic() + 60
+            while not capacity_state(ui)["result"]["probes"]:
+                assert time.monotonic() < deadline, ui.log()[-3000:]
+                time.sleep(0.2)
+            ui.stop()
+            stopped = capacity_state(ui)
+            time.sleep(4)  # two more probes' time
+            later = capacity_state(ui)
+        finally:
+            ui.close()
+    assert not stopped["running"] and stopped["ended"] == "stopped"
+    assert "the search was stopped before it ended" in stopped["answer"]
+    assert later["result"]["probes"] == stopped["result"]["probes"]
+
+
 def test_without_a_search_the_tab_says_how_to_start_one(mock_server):
     ui = WebUI("locustfiles/embeddings.py", "--host", mock_server.url)
     try:

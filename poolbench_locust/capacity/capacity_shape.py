@@ -196,8 +196,9 @@ class CapacityShape(LoadTestShape):
             gevent.sleep(FLUSH_WAIT_S)
         return mark(self.environment, at)
 
-    def finish(self) -> None:
-        """The run is ending (the search ended it, or -t): stop the driver, once."""
+    def finish(self, ended: str = "cut short") -> None:
+        """The run is ending (the search ended it, -t, the web UI's Stop): stop the driver, once; a search
+        that had not ended by itself ended so."""
         if self._finished:
             return
         self._finished = True
@@ -205,7 +206,7 @@ class CapacityShape(LoadTestShape):
             self._driver.kill(block=False)
         self.current = None
         if self.outcome.ended is None and self.outcome.probes:
-            self.outcome.ended = "cut short"
+            self.outcome.ended = ended
 
 
 def shape_of(environment: Environment) -> CapacityShape | None:
@@ -279,7 +280,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     def stopped(**_: Any) -> None:
         # The web UI's Stop button: the driver stops with the run (it would go on sending rates to stopped users).
         if (shape := shape_of(environment)) is not None:
-            shape.finish()
+            shape.finish("stopped")
 
     events.reset_stats.add_listener(stats_reset)
     events.test_stop.add_listener(stopped)

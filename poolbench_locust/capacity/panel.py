@@ -71,7 +71,7 @@ def _status(shape: CapacityShape) -> str:
     if outcome.ended is not None and outcome.probes:
         return f"<p><b>{html.escape(outcome.answer())}</b></p>"
     if not shape.running:
-        return "<p>The search starts with the run.</p>" if not outcome.probes else "<p>The search was stopped.</p>"
+        return "<p>No search under way: one starts with the next run.</p>"
     parts = []
     if shape.current is not None:
         number, rate = shape.current
