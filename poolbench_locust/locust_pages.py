@@ -29,12 +29,14 @@ SERVER_METRICS_SECTION = 10
 CHARTS_SECTION = 20
 POOLING_SECTION = 30
 CLIENT_LOAD_SECTION = 40
+CAPACITY_SECTION = 50
 """Where each section goes in the HTML report, in one place: after Locust's own, the server's view,
-the charts, the pooling table, then whether the client kept up."""
+the charts, the pooling table, whether the client kept up, then the capacity search's probes."""
 POOLING_TAB = 10
 SERVER_METRICS_TAB = 20
 RECONCILIATION_TAB = 30
 CLIENT_LOAD_TAB = 40
+CAPACITY_TAB = 50
 """Where each tab goes in the web UI, after Locust's own."""
 
 

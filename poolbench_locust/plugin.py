@@ -17,7 +17,7 @@ from poolbench_locust import (
     start_checks,
     stop_timeout,
 )
-from poolbench_locust.capacity import capacity_shape
+from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
@@ -73,6 +73,9 @@ def setup(events: Events, pages: PageEvents) -> None:
     # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
     layout.setup(events)
     validation.setup(events)
+    # The Capacity tab, the report's section, and the form's --find-capacity: after the form's checks, so
+    # that a form they refuse installs no search.
+    capacity_tab.setup(events, pages)
 
 
 setup(locust_events, page_events)

@@ -3,7 +3,8 @@ protocol (tests/support/browser.py), against the bundled mock, everything on 127
 
 A run is started from the form with plugin options typed into it; the Pooling tab then shows what
 /pooling/stats says, its charts hold lines, its column chooser hides and shows columns; a bad value
-typed into the form shows its one line; the HTML report renders with its charts and no JavaScript error.
+typed into the form shows its one line; the HTML report renders with its charts and no JavaScript error;
+the Capacity tab shows a search's probes, its answer and its chart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 import requests
 
 from tests.support.browser import Browser, chromium
+from tests.support.hostile import server_process
 from tests.support.webui import WebUI
 
 if chromium() is None:
@@ -194,3 +196,31 @@ def test_a_bad_value_typed_into_the_form_shows_its_message(mock_server: Any, bro
         assert mock_server.stats()["requests"] == 0
     finally:
         ui.close()
+
+
+def test_the_capacity_tab_shows_each_probe_and_then_the_answer_and_chart(browser: Browser) -> None:
+    """A search against a server of 4 slots x 20 ms, watched on the Capacity tab: its rows are the probes
+    so far, and under the table the bracket, then the answer line and the probes' chart."""
+    env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
+    with server_process("tests.support.slots_server:slots", env) as url:
+        ui = WebUI(
+            "locustfiles/embeddings.py",
+            *("--host", url, "--no-preflight", "--server-metrics", "off", "--find-capacity", "--slo", "e2e_ms=60"),
+            *("--capacity-start-rate", "100", "--capacity-precision", "0.3", "--sweep-step-time", "1"),
+        )
+        try:
+            assert ui.swarm(user_count=64, spawn_rate=64, host=url)["success"]
+            browser.goto(ui.base + "/?tab=capacity")
+            browser.until("document.querySelector('#poolbench-capacity') !== null")
+            browser.until("document.querySelectorAll('table tbody tr').length >= 1", seconds=30)
+            deadline = time.monotonic() + 90
+            while (state := requests.get(ui.base + "/capacity/state", timeout=10).json())["answer"] is None:
+                assert time.monotonic() < deadline, ui.log()[-3000:]
+                time.sleep(0.5)
+            answer = json.dumps(state["answer"])
+            browser.until(f"document.querySelector('#poolbench-capacity').textContent.includes({answer})")
+            browser.until(f"document.querySelectorAll('table tbody tr').length === {len(state['result']['probes'])}")
+            charts = browser.js("[...document.querySelectorAll('#poolbench-capacity svg')].length")
+            assert charts >= 2  # attainment and E2E p99 against the rate
+        finally:
+            ui.close()

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "repeats.repeat_runs",
             "charts.chart_tabs",
             "servermetrics.server_metrics",
+            "capacity.capacity_tab",
             "results.json_result",
             "exporter.prometheus_endpoint",
             "plugin",

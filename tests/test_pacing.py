@@ -28,6 +28,7 @@ from poolbench_locust.servermetrics.saturation import cause, saturation
 from poolbench_locust.workload.arrival import OpenLoop
 from tests.support.hostile import server_process
 from tests.support.locust_run import csv_rows, run_locust
+from tests.support.ports import free_port
 from tests.support.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "1"]
@@ -412,6 +413,38 @@ def test_a_workers_hostile_figures_are_refused_naming_the_value(change, why):
         parse({**_genuine(), **change})
     with pytest.raises(Refused):
         parse(["not", "a", "mapping"])
+
+
+def test_a_web_ui_run_over_two_worker_processes_sends_the_forms_rate_not_twice_it(mock_server):
+    """The users are the form's: a worker's own -u (its command line's) is none, and Locust does not copy
+    the form's to it. Each worker takes its share of the rate from the master's users (its message at
+    test_start); before, each sent the whole rate."""
+    port = str(free_port())  # not 5557: other runs may share this machine
+    ui = WebUI(
+        "locustfiles/embeddings.py",
+        *("--host", mock_server.url, *LOAD, "--request-rate", "40", "--processes", "2", "--server-metrics", "off"),
+        *("--master-bind-port", port, "--master-port", port),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while ui.requests_json().get("worker_count", 0) < 2:
+            assert time.monotonic() < deadline, ui.log()[-3000:]
+            time.sleep(0.2)
+        assert ui.swarm(user_count=8, spawn_rate=8, host=mock_server.url)["success"]
+        while True:
+            extended = {e["key"]: e["data"] for e in ui.requests_json().get("extended_stats", [])}
+            workers = [r for r in extended.get("client_load", []) if r["process"].startswith("worker")]
+            # a target counted once each worker's users run (with none yet, a process takes the whole rate)
+            if len(workers) == 2 and all((r["sent"] or 0) > 10 for r in workers):
+                break
+            assert time.monotonic() < deadline, (extended.get("client_load"), ui.log()[-3000:])
+            time.sleep(0.5)
+        assert [r["target_requests_per_s"] for r in workers] == [20, 20]
+        total = next(r for r in extended["client_load"] if r["process"] == "Total")
+        assert total["target_requests_per_s"] == 40
+        ui.stop()
+    finally:
+        ui.close()
 
 
 def test_the_web_ui_has_a_client_load_tab_with_its_csv_and_the_rate_check_in_the_form(mock_server):

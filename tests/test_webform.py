@@ -50,6 +50,7 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
         "Workload",
         "Open loop",
         "Sweep",
+        "Capacity",
         "Checks",
         "Server metrics",
         "Prometheus",
@@ -158,9 +159,10 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
         ("1000", "Workload"),
         ("2000", "Open loop"),
         ("3000", "Sweep"),
-        ("4000", "Checks"),
-        ("5000", "Server metrics"),
-        ("6000", "Prometheus"),
+        ("4000", "Capacity"),
+        ("5000", "Checks"),
+        ("6000", "Server metrics"),
+        ("7000", "Prometheus"),
     ]
     assert ">Highest p95 response time, ms<" in dom and "Check P9 5Ms" not in dom
     assert "Fail the run if Locust's total p95 response time exceeds this. (--check-p95-ms)" in dom.replace(
@@ -194,6 +196,8 @@ FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
     {"--request-rate": "5", "--dataset": "trace:requests.jsonl"},
     {"--extra-body": '{"input": ["typed in the form"]}'},  # a field EmbeddingsUser builds itself
     {"--extra-body": '{"truncate_prompt_tokens": 16}', "--truncate": "end"},  # a field --truncate builds
+    {"--find-capacity": "true"},  # a search needs --slo
+    {"--sweep-rates": "10,20", "--find-capacity": "true", "--slo": "e2e_ms=60"},  # it sets each probe's rate
 ]
 """Good values each, that the checks at start refuse together (the first flag is the one named)."""
 

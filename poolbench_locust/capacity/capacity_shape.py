@@ -5,6 +5,7 @@ next. When the search is over the shape ends the run by itself; -t is only a cap
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -38,6 +39,11 @@ FLUSH_WAIT_S = 0.5
 """How long the master waits for the workers' reports after asking for them."""
 
 
+def users_of(environment: Environment) -> int:
+    """-u, or the web UI form's Users: the most requests in flight at once."""
+    return int(getattr(environment.parsed_options, "num_users", 0) or 0)
+
+
 def settle_seconds(step_time: float) -> float:
     return max(SETTLE_MIN_S, SETTLE_SHARE * step_time)
 
@@ -45,36 +51,50 @@ def settle_seconds(step_time: float) -> float:
 class CapacityShape(LoadTestShape):
     abstract = True  # not picked up from a locustfile: made by poolbench_locust when --find-capacity is given
 
+    use_common_options = True
+    """The web UI's form shows Users (the most requests in flight), as for a run without a shape."""
+
     def __init__(self, environment: Environment, settings: Settings) -> None:
         super().__init__()
         self.environment = environment
         self.settings = settings
-        self.users = int(getattr(environment.parsed_options, "num_users", 0) or 0)
-        if not self.users:
+        self.users = users_of(environment)
+        if not self.users and getattr(environment.parsed_options, "headless", False):
             raise OptionError("--find-capacity", "needs --users: the most requests in flight at once")
+        self.replaced: LoadTestShape | None = None
+        """The shape this search took the place of (a locustfile's), put back when the web form turns it off."""
         self._driver: gevent.Greenlet | None = None
         self._resets = 0
+        self._generation = 0
         self._new_run()
 
     def _new_run(self) -> None:
+        """A start: the first search of the run (--repeat N runs N)."""
+        self._generation += 1
         self.searches = Searches(self.settings.repeat)
         self._new_search()
         self.done = False
         self._finished = False
+        self.current: tuple[int, float] | None = None
+        """The probe measuring now: its number and target rate (the web UI's Capacity tab shows it)."""
 
     def _new_search(self) -> None:
-        """The next search (--repeat N runs N), from the start rate: it knows nothing of the one before."""
+        """The next search, from the start rate: it knows nothing of the one before."""
         s = self.settings
         self.search = Search(s.capacity_start_rate, s.capacity_precision)
         self.outcome = Outcome(str(s.slo), s.capacity_attainment, s.capacity_precision)
         self.searches.outcomes.append(self.outcome)
 
     def reset_time(self) -> None:
-        """A start (Locust calls this before the first tick): a new search."""
+        """A start (Locust calls this before the first tick): a new search, with the options as the web
+        UI's form left them (the form's checks have passed them)."""
         super().reset_time()
         if self._driver is not None:
             self._driver.kill(block=False)
             self._driver = None
+        with contextlib.suppress(OptionError):  # refused in the form, and again at test_start
+            self.settings = settings_of(self.environment)
+        self.users = users_of(self.environment) or 1
         self._new_run()
 
     def tick(self) -> tuple[int, float] | None:
@@ -90,6 +110,11 @@ class CapacityShape(LoadTestShape):
             self._driver = gevent.spawn(self._drive)
         return self.users, float(self.users)
 
+    @property
+    def running(self) -> bool:
+        """A search is under way: its driver started and has not ended."""
+        return self._driver is not None and not self.done and not self._finished
+
     def stats_reset(self) -> None:
         """The stats were reset (the end of --warmup, or the web UI's button): a probe measuring across it is
         measured again."""
@@ -100,6 +125,9 @@ class CapacityShape(LoadTestShape):
         return max(runner.worker_count, 1) if isinstance(runner, MasterRunner) else 1
 
     def _drive(self) -> None:
+        # A driver killed by reset_time ends after the new search began (Locust's master calls reset_time
+        # again in runner.start, after the first tick spawned this driver): it must not end the new one.
+        generation = self._generation
         try:
             self._search()
             while not self.searches.over():
@@ -109,9 +137,8 @@ class CapacityShape(LoadTestShape):
             logger.exception("capacity search")
             self.outcome.ended = self.outcome.ended or "error"
         finally:
-            # A driver killed by reset_time ends no search: Locust's master calls reset_time again after
-            # test_start, whose listeners may yield (--server-metrics' first scrape) after a tick spawned it.
-            if gevent.getcurrent() is self._driver:
+            if generation == self._generation:
+                self.current = None
                 self.done = True
 
     def _search(self) -> None:
@@ -123,7 +150,9 @@ class CapacityShape(LoadTestShape):
         number = 0
         while (rate := self.search.next_rate()) is not None:
             number += 1
+            self.current = (number, rate)
             probe = self._probe(number, rate)
+            self.current = None
             self.outcome.probes.append(probe)
             logger.info(
                 "Capacity probe %d: %.1f requests/s %s (limited by %s)%s",
@@ -182,70 +211,111 @@ class CapacityShape(LoadTestShape):
             gevent.sleep(FLUSH_WAIT_S)
         return mark(self.environment, at)
 
-    def finish(self) -> None:
-        """The run is ending (the search ended it, or -t): stop the driver, once."""
+    def finish(self, ended: str = "cut short") -> None:
+        """The run is ending (the search ended it, -t, the web UI's Stop): stop the driver, once; a search
+        that had not ended by itself ended so."""
         if self._finished:
             return
         self._finished = True
         if self._driver is not None and not self._driver.dead:
             self._driver.kill(block=False)
+        self.current = None
         if self.outcome.ended is None and self.outcome.probes:
-            self.outcome.ended = "cut short"
-        if not self.outcome.probes and len(self.searches.outcomes) > 1:  # cut short before its first probe
+            self.outcome.ended = ended
+        if not self.outcome.probes and len(self.searches.outcomes) > 1:  # ended before its first probe
             self.searches.outcomes.pop()
             self.outcome = self.searches.outcomes[-1]
 
 
-def capacity_of(environment: Environment) -> Outcome | None:
-    """The run's capacity search (the current one, with --repeat), or None when the run is none."""
+def shape_of(environment: Environment) -> CapacityShape | None:
+    """The run's capacity search's shape, or None when the run searches none."""
     shape = environment.shape_class
-    return shape.outcome if isinstance(shape, CapacityShape) else None
+    return shape if isinstance(shape, CapacityShape) else None
+
+
+def capacity_of(environment: Environment) -> Outcome | None:
+    """The run's capacity search, or None when the run is none."""
+    shape = shape_of(environment)
+    return None if shape is None else shape.outcome
 
 
 def searches_of(environment: Environment) -> Searches | None:
     """The run's capacity searches (N with --repeat N), or None when the run searched none."""
-    shape = environment.shape_class
-    return shape.searches if isinstance(shape, CapacityShape) else None
+    shape = shape_of(environment)
+    return None if shape is None else shape.searches
+
+
+def install(environment: Environment, settings: Settings) -> CapacityShape:
+    """Make the run a capacity search: its shape in the place of any other (kept, for `uninstall`)."""
+    shape = CapacityShape(environment, settings)
+    shape.runner = environment.runner
+    shape.replaced = environment.shape_class
+    environment.shape_class = shape
+    return shape
+
+
+def uninstall(environment: Environment) -> None:
+    """The run is no capacity search any more (the web UI's form turned it off): the shape it replaced
+    is back, if any."""
+    if (shape := shape_of(environment)) is not None:
+        environment.shape_class = shape.replaced
+
+
+def _finish(environment: Environment) -> None:
+    """The run quits: the search's CSV and chart beside the other CSV files; the checks' exit code when no
+    capacity of the server could be claimed."""
+    if (shape := shape_of(environment)) is None:
+        return
+    shape.finish()
+    searches, slo = shape.searches, shape.settings.slo
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if prefix:
+        searches.write_csv(f"{prefix}_capacity.csv")
+        if image := probe_sheet(shape.outcome, slo.e2e_ms if slo else None):
+            with open(f"{prefix}_capacity.svg", "w") as f:
+                f.write(image)
+    if searches.failed() and environment.process_exit_code in (None, 0):
+        environment.process_exit_code = EXIT_CODE
+
+
+def _summary(environment: Environment) -> None:
+    if (shape := shape_of(environment)) is None:
+        return
+    for line in shape.searches.console_lines():  # after the pooling and client load tables
+        console.info(line)
+    if failed := next((o for o in shape.searches.outcomes if o.failed()), None):
+        logger.error("Check failed: --find-capacity: %s", failed.answer())
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if runner is None:
         return
-    settings = settings_of(environment)
-    if not settings.find_capacity:
-        return
     if isinstance(runner, WorkerRunner):
         # Locust's own report (its stats, the pooling stats, the pacing figures), sent now, not in up to 3 s.
+        # Registered with or without --find-capacity: the web UI's form may start a search.
         runner.register_message(FLUSH_MESSAGE, lambda msg, **_: runner._send_stats())
         return
-    try:
-        shape = CapacityShape(environment, settings)
-    except OptionError as e:
-        exit_early(environment, str(e))
-    shape.runner = runner
-    environment.shape_class = shape
-    environment.events.reset_stats.add_listener(lambda **_: shape.stats_reset())
+    events = environment.events
 
-    @environment.events.quitting.add_listener
-    def finish(**_: Any) -> None:
-        shape.finish()
-        searches = shape.searches
-        prefix = getattr(environment.parsed_options, "csv_prefix", None)
-        if prefix:
-            searches.write_csv(f"{prefix}_capacity.csv")
-            if image := probe_sheet(shape.outcome, settings.slo.e2e_ms if settings.slo else None):
-                with open(f"{prefix}_capacity.svg", "w") as f:
-                    f.write(image)
-        if searches.failed() and environment.process_exit_code in (None, 0):
-            environment.process_exit_code = EXIT_CODE
+    def stats_reset(**_: Any) -> None:
+        if (shape := shape_of(environment)) is not None:
+            shape.stats_reset()
 
-    @environment.events.quit.add_listener
-    def summary(**_: Any) -> None:
-        for line in shape.searches.console_lines():  # after the pooling and client load tables
-            console.info(line)
-        if shape.searches.failed():
-            failed = next(o for o in shape.searches.outcomes if o.failed())
-            logger.error("Check failed: --find-capacity: %s", failed.answer())
+    def stopped(**_: Any) -> None:
+        # The web UI's Stop button: the driver stops with the run (it would go on sending rates to stopped users).
+        if (shape := shape_of(environment)) is not None:
+            shape.finish("stopped")
+
+    events.reset_stats.add_listener(stats_reset)
+    events.test_stop.add_listener(stopped)
+    events.quitting.add_listener(lambda **_: _finish(environment))
+    events.quit.add_listener(lambda **_: _summary(environment))
+    settings = settings_of(environment)
+    if settings.find_capacity:
+        try:
+            install(environment, settings)
+        except OptionError as e:
+            exit_early(environment, str(e))
 
 
 def setup(events: Events) -> None:

@@ -121,7 +121,8 @@ class Outcome:
     precision: float
     probes: list[Probe] = field(default_factory=list)
     ended: str | None = None
-    """Why the search ended: 'converged', 'client', 'no rate passed', 'every rate passed', or 'cut short'."""
+    """Why the search ended: 'converged', 'client', 'no rate passed', 'every rate passed', 'cut short' (by -t,
+    or the run quit) or 'stopped' (the web UI's Stop)."""
 
     def best(self) -> Probe | None:
         """The passing probe of the highest rate."""
@@ -179,6 +180,8 @@ class Outcome:
         text += f"; the client sent {100 * (best.sent_ratio or 0):.1f} % of its schedule"
         if self.ended == "cut short":
             text += f" (the search was cut short by the run time: the bracket is wider than {self.precision:.0%})"
+        elif self.ended == "stopped":
+            text += f" (the search was stopped before it ended: the bracket is wider than {self.precision:.0%})"
         return text + "."
 
     def console_lines(self) -> list[str]:

@@ -443,14 +443,13 @@ ALL_OPTIONS: tuple[Option, ...] = (
     ),
     *group(
         CAPACITY,
-        # Read once, when the run is made (the search is its load shape, installed at init): not in the web form
-        # until the web UI has its Capacity tab.
+        # In the web form too: each run's form installs the search (its load shape) or removes it
+        # (capacity/capacity_tab.py), and the Capacity tab shows its probes.
         flag(
             "--find-capacity",
             "Search the highest open-loop request rate that meets --slo: doubling from --capacity-start-rate, "
             "then bisection; each probe runs --sweep-step-time seconds after a settle period; the run ends by itself.",
             "Find the capacity",
-            web_ui=False,
         ),
         Option(
             "--capacity-attainment",
@@ -458,7 +457,6 @@ ALL_OPTIONS: tuple[Option, ...] = (
             0.99,
             "--find-capacity: the share (0-1] of a probe's requests that must meet every objective of --slo.",
             label="Share of requests within the SLO",
-            web_ui=False,
         ),
         Option(
             "--capacity-precision",
@@ -467,7 +465,6 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--find-capacity: bisect until the highest passing and the lowest failing rate are this share "
             "(0-1] of the passing one apart.",
             label="Precision of the capacity",
-            web_ui=False,
         ),
         Option(
             "--capacity-start-rate",
@@ -475,7 +472,6 @@ ALL_OPTIONS: tuple[Option, ...] = (
             1.0,
             "--find-capacity: the first probe's request rate, requests/s (all workers together).",
             label="First probe's rate, requests/s",
-            web_ui=False,
         ),
     ),
     *group(

@@ -27,12 +27,17 @@ import gevent
 from gevent.event import Event
 from gevent.queue import Queue
 from locust.event import Events
+from locust.runners import MasterRunner
 
 from poolbench_locust.options import Settings, settings_of
 from poolbench_locust.store import Slot
 
 RATE_MESSAGE = "poolbench_rate"
 DROP_DUE_MESSAGE = "poolbench_drop_due"
+USERS_MESSAGE = "poolbench_users"
+"""The master's users (-u, or its web form's Users) to every worker at test_start, before Locust's spawn
+messages: a worker's share of the rate is its users over that total. Its own -u is its command line's
+(Locust copies only plugins' options from the master's form), none when the web UI gives the users."""
 
 Arrival = tuple[float, "int | None"]
 """The perf_counter time a request is due, and the trace's line it sends (None: the rate's)."""
@@ -77,6 +82,8 @@ class OpenLoop:
 
     rate_override: float | None = None
     """The rate of the current sweep step, set by the master's message."""
+    total_users: int | None = None
+    """The run's users on every process together, as the master said (USERS_MESSAGE); None: this process's -u."""
 
     def __init__(self) -> None:
         self._dispatcher: gevent.Greenlet | None = None
@@ -95,7 +102,7 @@ class OpenLoop:
 
     def _share(self, environment: Any) -> float:
         runner = environment.runner
-        total = getattr(environment.parsed_options, "num_users", None) or 0
+        total = self.total_users or getattr(environment.parsed_options, "num_users", None) or 0
         here = runner.user_count if runner is not None else 0
         return min(here / total, 1.0) if total and here else 1.0
 
@@ -200,12 +207,22 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     def drop_due(msg: Any, **_: Any) -> None:  # a capacity probe ended: its backlog is not the next one's
         open_loop_of(environment).drop_due()
 
+    def set_users(msg: Any, **_: Any) -> None:
+        if isinstance(msg.data, int) and not isinstance(msg.data, bool) and 0 < msg.data <= 10_000_000:
+            open_loop_of(environment).total_users = msg.data
+
     if runner is not None and hasattr(runner, "register_message"):
         runner.register_message(RATE_MESSAGE, set_rate)
         runner.register_message(DROP_DUE_MESSAGE, drop_due)
+        runner.register_message(USERS_MESSAGE, set_users)
 
 
 def _on_test_start(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        users = getattr(environment.parsed_options, "num_users", None)
+        if isinstance(users, int) and users > 0:
+            runner.send_message(USERS_MESSAGE, users)
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
     open_loop_of(environment).reset(seed=settings_of(environment).seed * 1000 + worker)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -59,6 +60,12 @@ class WebUI:
 
     def pooling_total(self) -> dict[str, Any]:
         return requests.get(f"{self.base}/pooling/stats", timeout=10).json()[-1]
+
+    def interrupt(self, timeout: float = 30.0) -> int:
+        """Ctrl+C, as a user ends a web UI: Locust writes its --html report (only then: not on SIGTERM),
+        its quitting listeners write the CSV files and the JSON result; its exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout)
 
     def log(self) -> str:
         # pread, not seek and read: locust writes through a copy of this descriptor, which shares its

@@ -1,0 +1,156 @@
+"""--find-capacity in Locust's web UI and HTML report, on the runner that drives the search (the master, or
+the only process): the Capacity tab (one row a probe as it ends, and under the table the bracket, the probe
+measuring now, the answer once the search ends and the probes' chart, fetched live), its routes
+(/capacity/state as JSON, /capacity/panel as HTML, /capacity/csv), the report's Capacity section, and the
+web form's --find-capacity: a search installed, or removed, as each run's form says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, jsonify, request
+from locust.env import Environment
+from locust.event import Events
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
+
+from poolbench_locust.capacity import panel
+from poolbench_locust.capacity.capacity_shape import install, shape_of, uninstall
+from poolbench_locust.capacity.report import CSV_COLUMNS, row
+from poolbench_locust.locust_pages import (
+    CAPACITY_SECTION,
+    CAPACITY_TAB,
+    PageEvents,
+    Section,
+    Tab,
+    add_route,
+    csv_download,
+    insert_before_body_end,
+    web_base,
+)
+from poolbench_locust.metrics.table import csv_text
+from poolbench_locust.options import OptionError, Settings
+from poolbench_locust.results.document import json_safe
+from poolbench_locust.webform.validation import form_options
+
+TAB_KEY = "capacity"
+SECTION_ID = "poolbench-capacity"
+REFRESH_MS = 2000
+"""As often as Locust's web UI asks for its own stats (and the Pooling tab for its charts)."""
+
+TAB_SCRIPT = """<script>
+(() => {
+  // Locust's Capacity tab is a table of ours (one row a probe); under it, the search's status and chart.
+  const ID = "poolbench-capacity", EVERY = REFRESH_MS;
+  let fetchedAt = 0, busy = false;
+  async function tick() {
+    let box = document.getElementById(ID);
+    const table = document.querySelector("table");
+    if (new URLSearchParams(location.search).get("tab") !== "capacity" || !table) {
+      if (box) box.remove();
+      return;
+    }
+    const anchor = table.closest(".MuiTableContainer-root") || table;
+    if (!box || box.previousElementSibling !== anchor) {
+      if (box) box.remove();
+      box = document.createElement("div");
+      box.id = ID;
+      box.style.margin = "16px 0";
+      anchor.after(box);
+      fetchedAt = 0;
+    }
+    if (busy || Date.now() - fetchedAt < EVERY) return;
+    busy = true;
+    try {
+      const answer = await fetch("./capacity/panel");
+      if (answer.ok) box.innerHTML = await answer.text();  // escaped by the server: capacity/panel.py
+      fetchedAt = Date.now();
+    } finally {
+      busy = false;
+    }
+  }
+  setInterval(tick, 250);
+})();
+</script>""".replace("REFRESH_MS", str(REFRESH_MS))
+
+
+def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:
+    tabs.append(
+        Tab(
+            CAPACITY_TAB,
+            "Capacity",
+            TAB_KEY,
+            panel.TAB_HEADER,
+            lambda: panel.rows(shape_of(environment)),
+            "Probe",
+            ("./capacity/csv", "Download capacity probes CSV"),
+        )
+    )
+
+
+def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
+    if html := panel.report_section(shape_of(environment), SECTION_ID):
+        sections.append(Section(CAPACITY_SECTION, html))
+
+
+def _install_web_ui(environment: Environment, web_ui: Any) -> None:
+    base = web_base(environment)
+
+    def capacity_state() -> Response:
+        # as the JSON result writes it (a figure that is not a number is null there, and here)
+        return jsonify(json_safe(panel.state(shape_of(environment))))
+
+    def capacity_panel() -> Response:
+        return Response(panel.fragment(shape_of(environment)), mimetype="text/html")
+
+    def capacity_csv() -> Response:
+        shape = shape_of(environment)
+        probes = [] if shape is None else shape.outcome.probes
+        return csv_download(csv_text([row(p) for p in probes], CSV_COLUMNS), "capacity")
+
+    add_route(environment, "/capacity/state", capacity_state)
+    add_route(environment, "/capacity/panel", capacity_panel)
+    add_route(environment, "/capacity/csv", capacity_csv)
+
+    @web_ui.app.before_request
+    def search_or_not() -> None:
+        if request.method == "POST" and request.path == f"{base}/swarm":
+            _search_as_the_form_says(environment)
+
+    @web_ui.app.after_request
+    def extend(response: Response) -> Response:
+        if response.mimetype != "text/html" or response.direct_passthrough:
+            return response
+        if request.path == f"{base}/":
+            response.set_data(insert_before_body_end(response.get_data(as_text=True), TAB_SCRIPT))
+        return response
+
+
+def _search_as_the_form_says(environment: Environment) -> None:
+    """Before Locust's /swarm reads the form (and after the form's checks passed it): a search installed
+    when its --find-capacity is ticked, removed when not. Locust starts a run with a shape by the shape
+    (its form's Users are the most in flight), one without by its users; a search under way is left alone,
+    as Locust leaves a running shape."""
+    runner = environment.runner
+    if runner is None or runner.shape_greenlet is not None or runner.state in (STATE_RUNNING, STATE_SPAWNING):
+        return
+    try:
+        settings = Settings.from_options(form_options(environment, request.form))
+    except OptionError:
+        return  # refused by the form's checks, which ran before this
+    if settings.find_capacity and shape_of(environment) is None:
+        install(environment, settings)
+    elif not settings.find_capacity:
+        uninstall(environment)
+
+
+def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    if isinstance(runner, WorkerRunner):
+        return  # the search is driven, and shown, where the figures are merged
+    if web_ui is not None:
+        _install_web_ui(environment, web_ui)
+
+
+def setup(events: Events, pages: PageEvents) -> None:
+    events.init.add_listener(on_init)
+    pages.web_ui_tabs.add_listener(web_ui_tab)
+    pages.report_sections.add_listener(report_section)
