@@ -293,7 +293,6 @@ def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     assert len(answers) == 5 and all(s["limited_by"] == SERVER for s in capacity["searches"]), capacity["answer"]
     low, high = capacity["requests_per_s_ci95"]
     assert low <= computed <= high, (answers, low, high, computed)
-    assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10)
     # each repeat at the JSON result's top level is one search, its figure the search's answer
     assert [r["requests_per_s"] for r in doc["repeats"]] == answers and doc["requests_per_s_ci95"] == [low, high]
     assert {int(r["Search"]) for r in rows} == {1, 2, 3, 4, 5}
