@@ -107,6 +107,56 @@ def insert_before_body_end(page: str, html: str) -> str:
     return page + html if index < 0 else page[:index] + html + page[index:]
 
 
+LIVE_BOX_SCRIPT = """<script>
+(() => {
+  // Locust's TAB tab is a table of ours; under it, a box of HTML the server makes, fetched live (escaped there).
+  const ID = "BOX_ID", EVERY = REFRESH_MS;
+  let fetchedAt = 0, busy = false;
+  async function tick() {
+    let box = document.getElementById(ID);
+    const table = document.querySelector("table");
+    if (new URLSearchParams(location.search).get("tab") !== "TAB" || !table) {
+      if (box) box.remove();
+      return;
+    }
+    const anchor = table.closest(".MuiTableContainer-root") || table;
+    if (!box || box.previousElementSibling !== anchor) {
+      if (box) box.remove();
+      box = document.createElement("div");
+      box.id = ID;
+      box.style.margin = "16px 0";
+      anchor.after(box);
+      fetchedAt = 0;
+    }
+    if (busy || Date.now() - fetchedAt < EVERY) return;
+    busy = true;
+    try {
+      const answer = await fetch("./ROUTE");
+      if (answer.ok) box.innerHTML = await answer.text();
+      fetchedAt = Date.now();
+    } finally {
+      busy = false;
+    }
+  }
+  setInterval(tick, 250);
+})();
+</script>"""
+
+
+def live_box_script(tab: str, box_id: str, route: str, refresh_ms: int) -> str:
+    """The script that shows, under one of our tabs' table, the HTML `route` answers, fetched again every
+    `refresh_ms` while the tab is open (Locust's React page knows nothing of it: the box follows its table)."""
+    for name, value in (("BOX_ID", box_id), ("REFRESH_MS", str(refresh_ms)), ("ROUTE", route.lstrip("/"))):
+        if not value.replace("-", "").replace("_", "").replace("/", "").isalnum():
+            raise ValueError(f"{name} {value!r}: letters, digits, - _ / only (it goes into a script)")
+    return (
+        LIVE_BOX_SCRIPT.replace("BOX_ID", box_id)
+        .replace("REFRESH_MS", str(refresh_ms))
+        .replace("ROUTE", route.lstrip("/"))
+        .replace("TAB", tab)
+    )
+
+
 def report_sections(environment: Environment, final: bool) -> str:
     sections: list[Section] = []
     page_events.report_sections.fire(environment=environment, sections=sections, final=final)

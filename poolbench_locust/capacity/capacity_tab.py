@@ -25,6 +25,7 @@ from poolbench_locust.locust_pages import (
     add_route,
     csv_download,
     insert_before_body_end,
+    live_box_script,
     web_base,
 )
 from poolbench_locust.metrics.table import csv_text
@@ -37,40 +38,7 @@ SECTION_ID = "poolbench-capacity"
 REFRESH_MS = 2000
 """As often as Locust's web UI asks for its own stats (and the Pooling tab for its charts)."""
 
-TAB_SCRIPT = """<script>
-(() => {
-  // Locust's Capacity tab is a table of ours (one row a probe); under it, the search's status and chart.
-  const ID = "poolbench-capacity", EVERY = REFRESH_MS;
-  let fetchedAt = 0, busy = false;
-  async function tick() {
-    let box = document.getElementById(ID);
-    const table = document.querySelector("table");
-    if (new URLSearchParams(location.search).get("tab") !== "capacity" || !table) {
-      if (box) box.remove();
-      return;
-    }
-    const anchor = table.closest(".MuiTableContainer-root") || table;
-    if (!box || box.previousElementSibling !== anchor) {
-      if (box) box.remove();
-      box = document.createElement("div");
-      box.id = ID;
-      box.style.margin = "16px 0";
-      anchor.after(box);
-      fetchedAt = 0;
-    }
-    if (busy || Date.now() - fetchedAt < EVERY) return;
-    busy = true;
-    try {
-      const answer = await fetch("./capacity/panel");
-      if (answer.ok) box.innerHTML = await answer.text();  // escaped by the server: capacity/panel.py
-      fetchedAt = Date.now();
-    } finally {
-      busy = false;
-    }
-  }
-  setInterval(tick, 250);
-})();
-</script>""".replace("REFRESH_MS", str(REFRESH_MS))
+TAB_SCRIPT = live_box_script("capacity", "poolbench-capacity", "capacity/panel", REFRESH_MS)
 
 
 def web_ui_tab(environment: Environment, tabs: list[Tab], **_: Any) -> None:

@@ -18,6 +18,7 @@ from poolbench_locust.locust_pages import (
     Section,
     add_route,
     insert_before_body_end,
+    live_box_script,
     web_base,
 )
 from poolbench_locust.metrics.columns import chooser_script
@@ -26,40 +27,7 @@ from poolbench_locust.metrics.history import history_of
 REFRESH_MS = 2000
 """As often as Locust's web UI asks for its own stats."""
 
-TAB_SCRIPT = """<script>
-(() => {
-  // Locust's Pooling tab is a table of ours; under it, the charts the master draws, fetched live.
-  const ID = "poolbench-charts", EVERY = REFRESH_MS;
-  let fetchedAt = 0, busy = false;
-  async function tick() {
-    let box = document.getElementById(ID);
-    const table = document.querySelector("table");
-    if (new URLSearchParams(location.search).get("tab") !== "pooling" || !table) {
-      if (box) box.remove();
-      return;
-    }
-    const anchor = table.closest(".MuiTableContainer-root") || table;
-    if (!box || box.previousElementSibling !== anchor) {
-      if (box) box.remove();
-      box = document.createElement("div");
-      box.id = ID;
-      box.style.margin = "16px 0";
-      anchor.after(box);
-      fetchedAt = 0;
-    }
-    if (busy || Date.now() - fetchedAt < EVERY) return;
-    busy = true;
-    try {
-      const answer = await fetch("./pooling/charts");
-      if (answer.ok) box.innerHTML = await answer.text();
-      fetchedAt = Date.now();
-    } finally {
-      busy = false;
-    }
-  }
-  setInterval(tick, 250);
-})();
-</script>""".replace("REFRESH_MS", str(REFRESH_MS))
+TAB_SCRIPT = live_box_script("pooling", "poolbench-charts", "pooling/charts", REFRESH_MS)
 
 
 def _install_web_ui(environment: Environment) -> None:
