@@ -60,10 +60,10 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 
 # The floor differs from `make test` in our direct dependencies' versions only (Locust's floor is the one
 # tested; its own dependencies resolve alike): it leaves out the heavy runs and the modules that test Locust's
-# own machinery or the machine's timing (web UI, browser, Kubernetes, open-loop pacing, warm-up and repeat
-# windows, capacity searches), which reach no dependency code the rest does not. Keeps .ci/run within 45 min.
+# own machinery or the machine's timing (web UI, browser, Kubernetes, the master's counts, charts, open-loop
+# pacing, trace replay, warm-up and repeat windows, capacity searches), which reach no dependency code the rest does not. Keeps .ci/run within 45 min.
 FLOOR_LEAVES_OUT := test_browser test_webui test_capacity_tab test_k8s test_pacing test_workload test_warmup \
-	test_failure_rows test_repeats test_capacity test_capacity_energy
+	test_failure_rows test_repeats test_capacity test_capacity_energy test_metrics test_charts test_trace test_lifecycle
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
