@@ -52,6 +52,7 @@ from geventhttpclient.response import (
 )
 from geventhttpclient.url import URL
 from geventhttpclient.useragent import CompatRequest, UnsupportedRedirectSchemeError
+from locust.contrib.fasthttp import FAILURE_EXCEPTIONS
 
 MAX_REDIRECTS = 5
 """307/308 hops followed for one request before it fails."""
@@ -337,6 +338,11 @@ def install(agent: Any, exchange: Exchange, block_size: int) -> None:
 
 class TooManyRedirects(Exception):
     """Still a 307/308 after MAX_REDIRECTS of them were followed."""
+
+
+SEND_FAILURES = (*FAILURE_EXCEPTIONS, TooManyRedirects)
+"""What `send` raises that is a failed request: what Locust's FastHttpSession counts as one, and the
+redirect limit. Anything else is a bug in the client, and is not hidden as a server's failure."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import gevent
 import orjson
 from locust import FastHttpUser, task
-from locust.contrib.fasthttp import FAILURE_EXCEPTIONS, ErrorResponse, FastResponse
+from locust.contrib.fasthttp import ErrorResponse, FastResponse
 from locust.event import EventHook
 from locust.exception import CatchResponseError, StopUser
 
@@ -31,6 +31,7 @@ from poolbench_locust.engine.target import origin
 from poolbench_locust.engine.transport import (
     FOLLOWED_REDIRECTS,
     MAX_REDIRECTS,
+    SEND_FAILURES,
     Exchange,
     Target,
     aim,
@@ -207,7 +208,7 @@ class EndpointUser(FastHttpUser):
             try:
                 raw = send(self.client.client.clientpool, target, req.body)
                 resp = FastResponse(raw, None, raw._sent_request)
-            except FAILURE_EXCEPTIONS as e:  # what Locust's session counts as a failed request, no more
+            except SEND_FAILURES as e:
                 resp = ErrorResponse(None, e)  # status_code 0, as Locust's session reports it
             if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                 start = exchange.sent_at
