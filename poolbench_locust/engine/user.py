@@ -155,8 +155,9 @@ class EndpointUser(FastHttpUser):
         self._body: Body | None = None
         """The body of the request in flight, once it was read to its end."""
         self._target: Target | None = None
-        self._aimed: Plan | None = None
-        """The plan `_target` was worked out for: a plan replaced (the preflight's, a test's) is aimed anew."""
+        self._aimed: tuple[object, object] = (None, None)
+        """The path and headers `_target` was worked out from: a plan or its headers replaced (the preflight's,
+        a test's, a locustfile's) is aimed anew."""
 
     def on_start(self) -> None:
         if self._option_error is not None:  # already logged once by the test_start check
@@ -190,7 +191,9 @@ class EndpointUser(FastHttpUser):
         """
         if (plan := self.plan) is None:
             raise StopUser()
-        target = self._target if self._aimed is plan else self._aim(plan)
+        aimed_path, aimed_headers = self._aimed
+        if (target := self._target) is None or aimed_path is not plan.path or aimed_headers is not plan.headers:
+            target = self._aim(plan)
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
@@ -257,7 +260,7 @@ class EndpointUser(FastHttpUser):
     def _aim(self, plan: Plan) -> Target:
         client = self.client
         self._target = aim(client.client, client.base_url or "", plan.path, plan.headers, client.auth_header)
-        self._aimed = plan
+        self._aimed = (plan.path, plan.headers)
         return self._target
 
     def _consume(
