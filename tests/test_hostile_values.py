@@ -290,6 +290,22 @@ def test_a_server_that_echoes_the_api_key_never_shows_it():
     assert errors and SECRET not in repr(errors)
 
 
+def test_the_user_and_password_of_the_host_url_are_sent_as_basic_auth():
+    heads: list[bytes] = []
+
+    def record(head: bytes, _body: bytes, _n: int) -> bytes:
+        heads.append(head)
+        return embeddings()
+
+    server = HostileServer(serve_requests(record))
+    try:
+        event = Run(pb.EmbeddingsUser, server.url.replace("http://", "http://us%40er:p%3Aw@"), *BATCH).one()
+    finally:
+        server.close()
+    assert event["exception"] is None, failure_text(event)
+    assert b"\r\nAuthorization: Basic " + base64.b64encode(b"us@er:p:w") + b"\r\n" in heads[0]
+
+
 def test_a_server_that_echoes_the_password_of_the_host_url_never_shows_it():
     server = HostileServer(serve_requests(lambda *_: error(401, "wrong password pw-HOST-secret-42 for user")))
     try:
@@ -401,6 +417,33 @@ def test_an_endless_chain_of_307s_or_one_to_another_scheme_is_one_failure(locati
     finally:
         server.close()
     assert failure_text(event) == expected
+
+
+def test_a_307_to_another_origin_leaves_the_api_key_behind():
+    """The key is sent to --host; a redirect to another origin (another host or port) gets the request without it."""
+    heads: list[bytes] = []
+
+    def record(head: bytes, _body: bytes, _n: int) -> bytes:
+        heads.append(head.lower())
+        return embeddings()
+
+    other = HostileServer(serve_requests(record))
+    moved = f"http://localhost:{other.port}/v1/embeddings"  # another host name: another origin
+
+    def redirect(head: bytes, _body: bytes, _n: int) -> bytes:
+        heads.append(head.lower())
+        return response(307, b"", headers=[("Location", moved)], content_type=None)
+
+    server = HostileServer(serve_requests(redirect))
+    try:
+        event = Run(pb.EmbeddingsUser, server.url, *BATCH, "--api-key", SECRET).one()
+    finally:
+        server.close()
+        other.close()
+    assert event["exception"] is None, failure_text(event)
+    assert len(heads) == 2 and heads[1].startswith(b"post /v1/embeddings"), heads
+    assert f"authorization: bearer {SECRET.lower()}".encode() in heads[0]
+    assert b"authorization" not in heads[1]
 
 
 # ---- 18.1: where the API key goes ------------------------------------------------------------------

@@ -87,3 +87,29 @@ def test_the_clock_stops_at_the_last_byte_before_the_answer_is_checked(trickling
     assert event["exception"] is None, failure_text(event)
     assert wall_ms >= TRICKLE_MS + slow_ms, "the check did run"
     assert TRICKLE_MS <= event["response_time"] < TRICKLE_MS + slow_ms / 2
+
+
+def test_the_engine_fires_the_event_locust_fires_with_its_fields(mock_server):
+    """The engine sends without Locust's session and fires the request event itself: Locust's stats, CSV, web UI,
+    master and any listener of the user's own get the fields FastHttpSession gives a plain FastHttpUser's."""
+    from locust.env import Environment
+
+    class PlainUser(FastHttpUser):
+        host = mock_server.url
+
+    plain: list[dict] = []
+    env = Environment(user_classes=[PlainUser], parsed_options=options())
+    env.events.request.add_listener(lambda **e: plain.append(e))
+    body, headers = b'{"input": ["a b"]}', {"Content-Type": "application/json"}
+    PlainUser(env).client.post("/v1/embeddings", data=body, headers=headers)
+
+    run = Run(EmbeddingsUser, mock_server.url, "--batch-size", "2", "--input-len", "4")
+    before = time.time()
+    event = run.one()
+    assert event["exception"] is None, failure_text(event)
+    assert sorted(event) == sorted(plain[0])
+    assert (event["request_type"], event["name"]) == ("POST", "/v1/embeddings")
+    assert event["url"] == f"{mock_server.url}/v1/embeddings"
+    assert before <= event["start_time"] <= time.time()
+    assert event["response"].status_code == 200
+    assert 0 < event["response_time"] < 5000 and event["response_length"] > 0

@@ -21,6 +21,13 @@ geventhttpclient trusts the server in four ways this module takes back:
   answer came never reached a server that answered it: `EngineClient` resends exactly such a
   request once, on a fresh connection. FastHttpUser sets max_retries to 0 and UserAgent retries
   no POST, so this is the only resend.
+
+The engine sends on that pool itself (`send`), not through Locust's `FastHttpSession.request` and
+geventhttpclient's `UserAgent.urlopen`: their work per request (a new request object with its URL
+parsed, the headers merged anew, the response context manager) is bookkeeping the engine does not
+need, about half of a small request's client CPU beyond a plain FastHttpUser's (issue 33). What
+they did that a request needs is here: the headers as they merged them (`aim`, once per plan) and
+the 307/308 redirects followed (`send`).
 """
 
 from __future__ import annotations
@@ -29,11 +36,13 @@ import errno
 import socket
 import ssl
 import weakref
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 import gevent
 from geventhttpclient.client import HTTPClient, HTTPClientPool
+from geventhttpclient.header import Headers
 from geventhttpclient.response import (
     HEADER_STATE_FIELD,
     HTTPConnectionClosed,
@@ -42,10 +51,14 @@ from geventhttpclient.response import (
     HTTPSocketPoolResponse,
 )
 from geventhttpclient.url import URL
-from geventhttpclient.useragent import RetriesExceeded, UnsupportedRedirectSchemeError
+from geventhttpclient.useragent import CompatRequest, UnsupportedRedirectSchemeError
+from locust.contrib.fasthttp import FAILURE_EXCEPTIONS
 
 MAX_REDIRECTS = 5
 """307/308 hops followed for one request before it fails."""
+FOLLOWED_REDIRECTS = frozenset({307, 308})
+"""The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
+whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
 STATUS_LINE_OVERHEAD = len("HTTP/1.1 200 \r\n")
 HEADER_LINE_OVERHEAD = len(": \r\n")
 
@@ -323,10 +336,79 @@ def install(agent: Any, exchange: Exchange, block_size: int) -> None:
     agent.clientpool = EngineClientPool(exchange, **{**agent.clientpool.client_args, "block_size": block_size})
 
 
+class TooManyRedirects(Exception):
+    """Still a 307/308 after MAX_REDIRECTS of them were followed."""
+
+
+SEND_FAILURES = (*FAILURE_EXCEPTIONS, TooManyRedirects)
+"""What `send` raises that is a failed request: what Locust's FastHttpSession counts as one, and the
+redirect limit. Anything else is a bug in the client, and is not hidden as a server's failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where one plan's requests go and the headers they carry, worked out once instead of per request."""
+
+    url: str
+    """The URL as Locust's events name it: the session's base URL and the plan's path."""
+    split: URL
+    uri: str
+    """The request target as sent (percent-encoded, as geventhttpclient's UserAgent sends it)."""
+    headers: Headers
+
+
+def aim(agent: Any, base_url: str, path: str, headers: dict[str, str], basic_auth: str | None) -> Target:
+    """The Target of `path` on a FastHttpSession's base URL, with the headers its request() and the user
+    agent's urlopen() would send: the agent's defaults (User-Agent, the User class's default_headers),
+    the plan's, Locust's Accept-Encoding when the plan has none, and the basic auth of a `user:password@`
+    --host over any Authorization (as FastHttpSession.request does)."""
+    own = dict(headers)
+    if "Accept-Encoding" not in own and "accept-encoding" not in own:
+        own["Accept-Encoding"] = "gzip, deflate, br"
+    if basic_auth:
+        own["Authorization"] = basic_auth
+    merged = agent.default_headers.copy()
+    merged.update(own)
+    url = f"{base_url}{path}"
+    split = URL(url)
+    return Target(url, split, split.quoted_uri, merged)
+
+
+def _followed(response: BoundedResponse) -> str | None:
+    """The Location of a redirect that is followed, or None."""
+    location = response.get("location")
+    if response.status_code in FOLLOWED_REDIRECTS and isinstance(location, str) and location:
+        return location
+    return None
+
+
+def send(pool: HTTPClientPool, target: Target, body: bytes) -> BoundedResponse:
+    """POST `body` to `target` on the user's pool and return the response at its head, its body unread.
+
+    A 307/308 with a Location is followed (the body resent), at most MAX_REDIRECTS times, by
+    geventhttpclient's own rules (`CompatRequest.redirect`: the Location resolved against the URL, a
+    scheme other than http(s) refused, Authorization dropped on a move to another origin). Any other
+    status is returned as it is: the engine judges it. What the connection raised is raised.
+    """
+    split, uri, headers = target.split, target.uri, target.headers
+    request: CompatRequest | None = None
+    for hop in range(MAX_REDIRECTS + 1):
+        response = pool.get_client(split).request("POST", uri, body=body, headers=headers)
+        if (location := _followed(response)) is None:
+            return response
+        response.release()
+        if request is None:  # only a redirected request pays for a request object; its headers are its own
+            request = CompatRequest(split, method="POST", headers=headers.copy(), payload=body)
+        request.redirect(response.status_code, location)  # as urlopen did, also past the last hop
+        if hop == MAX_REDIRECTS:
+            break
+        split = request.url_split
+        uri, headers = split.quoted_uri, request.headers
+    raise TooManyRedirects(f"redirected more than {MAX_REDIRECTS} times (307/308)")
+
+
 def failure_before_headers(error: BaseException, exchange: Exchange, https: bool) -> str:
     """The message of a request that got no (complete) response head."""
-    while getattr(error, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the cause
-        error = error.original  # type: ignore[attr-defined]
     plain_hint = " (is the port plain HTTP?)"
     if error is exchange.deadline:
         if https and not exchange.connected:
@@ -344,8 +426,8 @@ def failure_before_headers(error: BaseException, exchange: Exchange, https: bool
         return "connection reset by the server before the response headers"  # geventhttpclient wraps the RST
     if isinstance(error, HTTPConnectionClosed):
         return "connection closed by the server before the response headers"
-    if isinstance(error, RetriesExceeded) and "Redirection limit" in str(error):
-        return f"redirected more than {MAX_REDIRECTS} times (307/308)"
+    if isinstance(error, TooManyRedirects):
+        return str(error)
     if isinstance(error, UnsupportedRedirectSchemeError):
         return f"redirected to a URL that is not http(s): {getattr(error, 'text', '')}"
     if isinstance(error, ssl.SSLCertVerificationError):  # --tls-verify: say why, the reason alone does not

@@ -1,9 +1,10 @@
 """The measuring engine: one `EndpointUser` that every endpoint's User class declares itself on.
 
-A request goes out on FastHttpUser's client with `stream=True, catch_response=True`, so Locust
-returns at the response headers; the engine then reads the body to its last byte itself, stops
-the clock there, and lets Locust's own ResponseContextManager fire exactly one request event
-with the end-to-end time, the bytes received and the pooling figures in `context`.
+A request goes out on the connection pool of FastHttpUser's client (engine/transport.py: `send`),
+which returns at the response headers; the engine then reads the body to its last byte, stops the
+clock there, judges the answer and fires exactly one request event itself, with the fields Locust's
+FastHttpSession gives it (so Locust's stats, CSV, web UI and master, and the pooling stats, see the
+same), the end-to-end time, the bytes received and the pooling figures in `context`.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import logging
 import random
 import traceback
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any, ClassVar
 
 import gevent
 import orjson
 from locust import FastHttpUser, task
+from locust.contrib.fasthttp import ErrorResponse, FastResponse
 from locust.event import EventHook
-from locust.exception import StopUser
+from locust.exception import CatchResponseError, StopUser
 
 from poolbench_locust.endpoints.spec import AnswerError, Endpoint
 from poolbench_locust.engine import answer_checks, failure_messages
@@ -26,7 +28,17 @@ from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.target import origin
-from poolbench_locust.engine.transport import MAX_REDIRECTS, Exchange, failure_before_headers, install
+from poolbench_locust.engine.transport import (
+    FOLLOWED_REDIRECTS,
+    MAX_REDIRECTS,
+    SEND_FAILURES,
+    Exchange,
+    Target,
+    aim,
+    failure_before_headers,
+    install,
+    send,
+)
 from poolbench_locust.options import OptionError
 from poolbench_locust.store import Slot
 from poolbench_locust.wire import (
@@ -52,12 +64,8 @@ _UNCOUNTED_ROUTES: Slot[set[tuple[str, str]]] = Slot("uncounted_routes", set)
 
 ANY_STATUS = frozenset(range(100, 600))
 """geventhttpclient closes the connection on a status it calls bad before the body is read;
-accepting every status lets the engine read the error body for its message, on a connection
-that stays usable."""
-
-FOLLOWED_REDIRECTS = frozenset({307, 308})
-"""The redirects that keep the method and the body. A 301/302/303 turns the POST into a body-less GET,
-whose answer is not an answer to the request sent: it is reported as a failure, never followed."""
+accepting every status lets a request of the user's own on `self.client` read the error body too.
+The engine's own requests (transport.send) judge every status themselves."""
 
 
 def _content_type(headers: Any) -> str:
@@ -126,6 +134,8 @@ class EndpointUser(FastHttpUser):
         if self.client.base_url:
             self.client.base_url = origin(self.client.base_url)
         agent = self.client.client
+        # The engine's own requests follow these rules in transport.send; a request of the user's own on
+        # self.client (a locustfile may send one) follows the same.
         agent.valid_response_codes = ANY_STATUS
         agent.redirect_response_codes = FOLLOWED_REDIRECTS
         agent.max_redirects = MAX_REDIRECTS
@@ -144,6 +154,10 @@ class EndpointUser(FastHttpUser):
         self._next = random.randrange(len(self.plan.requests)) if self.plan else 0
         self._body: Body | None = None
         """The body of the request in flight, once it was read to its end."""
+        self._target: Target | None = None
+        self._aimed: tuple[object, object] = (None, None)
+        """The path and headers `_target` was worked out from: a plan or its headers replaced (the preflight's,
+        a test's, a locustfile's) is aimed anew."""
 
     def on_start(self) -> None:
         if self._option_error is not None:  # already logged once by the test_start check
@@ -177,64 +191,77 @@ class EndpointUser(FastHttpUser):
         """
         if (plan := self.plan) is None:
             raise StopUser()
+        aimed_path, aimed_headers = self._aimed
+        if (target := self._target) is None or aimed_path is not plan.path or aimed_headers is not plan.headers:
+            target = self._aim(plan)
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
         exchange.begin(deadline, plan.settings.request_timeout, req.sequences * plan.metadata_item_bytes)
+        start_time = time()  # the event's wall-clock start, as FastHttpSession gives it
         start = perf_counter()
         origin = start if due is None else min(due, start)
-        warming = not self._warmup.counting  # counting starts where the stats were reset (workload.warmup)
-        if warming:  # sent like any other, counted nowhere: its event goes to a hook no one listens to
-            self.client.request_event = _UNCOUNTED
+        # Warm-up requests are sent like any other and counted nowhere: their event goes to a hook no one
+        # listens to (counting starts where the stats were reset: workload.warmup).
+        event = _UNCOUNTED if not self._warmup.counting else self.client.request_event
+        # len() of bytes is O(1): the one item this adds to every request's context
+        context: RequestContext = {"sequences": req.sequences, "request_bytes": len(req.body)}
         try:
-            with self.client.request(
-                "POST",
-                plan.path,
-                name=plan.label,
-                data=req.body,
-                headers=plan.headers,
-                stream=True,
-                catch_response=True,
-            ) as resp:
-                # len() of bytes is O(1): the one item this adds to every request's context
-                context: RequestContext = {"sequences": req.sequences, "request_bytes": len(req.body)}
-                if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
-                    start = exchange.sent_at
-                    origin = start if due is None else min(due, start)
-                    context["retried"] = True
-                    context["request_bytes"] = 2 * len(req.body)  # the body went out twice
-                self._body = None
-                try:
-                    received, failure = self._consume(plan, resp, req, start, context)
-                except Exception as e:  # a bug here must still be one counted failure, never a lost event
-                    trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
-                    cleaned = failure_messages.clean(trace, plan.secrets, 4000)
-                    logger.error("unexpected error while reading the answer: %s", cleaned)
-                    resp.release()
-                    received, failure = exchange.body_received, f"client error: {type(e).__name__}: {e}"
-                deadline.close()  # from here on nothing may time out: the event must be fired
-                if failure is not None and not _ended_cleanly(resp):
-                    exchange.drop_connection()  # whatever the server left on it must reach no other request
-                # The clock stops at the last byte; parsing and checking the answer come after it and
-                # are not the server's time (orjson takes 3 ms of a 700 kB float answer).
-                ended = self._body.ended if self._body is not None else perf_counter()
-                meta = resp.request_meta
-                meta["response_time"] = (ended - origin) * 1000
-                if due is not None:
-                    context["queue_ms"] = (start - origin) * 1000
-                meta["response_length"] = received
-                meta["context"] = {**meta["context"], **context}
-                if failure is None:
-                    resp.success()
-                elif warming:  # counted nowhere: it must take none of the failure rows' places either
-                    resp.failure(failure_messages.clean(failure, plan.secrets))
-                else:
-                    resp.failure(self._failure_rows.row(failure_messages.clean(failure, plan.secrets)))
+            resp: FastResponse
+            try:
+                raw = send(self.client.client.clientpool, target, req.body)
+                resp = FastResponse(raw, None, raw._sent_request)
+            except SEND_FAILURES as e:
+                resp = ErrorResponse(None, e)  # status_code 0, as Locust's session reports it
+            if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
+                start = exchange.sent_at
+                origin = start if due is None else min(due, start)
+                context["retried"] = True
+                context["request_bytes"] = 2 * len(req.body)  # the body went out twice
+            self._body = None
+            try:
+                received, failure = self._consume(plan, resp, req, start, context)
+            except Exception as e:  # a bug here must still be one counted failure, never a lost event
+                trace = "".join(traceback.format_exception(e))  # it may quote what the server sent
+                cleaned = failure_messages.clean(trace, plan.secrets, 4000)
+                logger.error("unexpected error while reading the answer: %s", cleaned)
+                resp.release()
+                received, failure = exchange.body_received, f"client error: {type(e).__name__}: {e}"
+            deadline.close()  # from here on nothing may time out: the event must be fired
+            if failure is not None and not _ended_cleanly(resp):
+                exchange.drop_connection()  # whatever the server left on it must reach no other request
         finally:
             deadline.close()
             exchange.end()
-            if warming:
-                self.client.request_event = self.environment.events.request
+        # The clock stops at the last byte; parsing and checking the answer come after it and
+        # are not the server's time (orjson takes 3 ms of a 700 kB float answer).
+        ended = self._body.ended if self._body is not None else perf_counter()
+        if due is not None:
+            context["queue_ms"] = (start - origin) * 1000
+        exception = None
+        if failure is not None:
+            message = failure_messages.clean(failure, plan.secrets)
+            # A warm-up failure is counted nowhere: it must take none of the failure rows' places either.
+            exception = CatchResponseError(message if event is _UNCOUNTED else self._failure_rows.row(message))
+        if user_context := self.context():  # Locust's User.context(), as FastHttpSession merges it
+            context = {**user_context, **context}  # type: ignore[typeddict-item]
+        event.fire(
+            request_type="POST",
+            name=plan.label,
+            response_time=(ended - origin) * 1000,
+            response_length=received,
+            exception=exception,
+            context=context,
+            url=target.url,
+            start_time=start_time,
+            response=resp,
+        )
+
+    def _aim(self, plan: Plan) -> Target:
+        client = self.client
+        self._target = aim(client.client, client.base_url or "", plan.path, plan.headers, client.auth_header)
+        self._aimed = (plan.path, plan.headers)
+        return self._target
 
     def _consume(
         self,
