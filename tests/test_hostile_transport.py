@@ -614,3 +614,31 @@ def test_a_large_request_body_arrives_whole_and_in_order(tmp_path, tls):
     assert run.user.plan is not None
     sent = {r.body for r in run.user.plan.requests}
     assert len(received) == 3 and all(len(body) >= 64 * 1024 and body in sent for body in received)
+
+
+def test_each_request_carries_its_own_content_length_and_the_same_headers():
+    """The engine builds a plan's request head once and changes only its Content-Length: requests of
+    different lengths must each announce their own, with every other header line as the first had."""
+    heads: list[bytes] = []
+    bodies: list[bytes] = []
+
+    def record(head: bytes, body: bytes, _n: int) -> bytes:
+        heads.append(head)
+        bodies.append(body)
+        return response(200, VALID_EMBEDDING)
+
+    server = HostileServer(serve_requests(record))
+    try:
+        run = Run(EmbeddingsUser, server.url, "--batch-size", "1", "--input-len", "1:400", "--api-key", "sk-test")
+        events = [run.one() for _ in range(6)]
+    finally:
+        server.close()
+    assert [failure_text(e) for e in events] == [""] * 6
+    assert len({len(b) for b in bodies}) > 1, "the inputs' lengths did not vary: the test proves nothing"
+    lines = [[line for line in h.split(b"\r\n") if line] for h in heads]
+    for own, body in zip(lines, bodies, strict=True):
+        assert own.count(f"Content-Length: {len(body)}".encode()) == 1
+        assert [x for x in own if not x.startswith(b"Content-Length")] == [
+            x for x in lines[0] if not x.startswith(b"Content-Length")
+        ]
+    assert b"Authorization: Bearer sk-test" in lines[0]

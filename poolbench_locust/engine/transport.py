@@ -41,7 +41,7 @@ from time import perf_counter
 from typing import Any
 
 import gevent
-from geventhttpclient.client import HTTPClient, HTTPClientPool
+from geventhttpclient.client import HEADER_CONTENT_LENGTH, HTTPClient, HTTPClientPool
 from geventhttpclient.header import Headers
 from geventhttpclient.response import (
     HEADER_STATE_FIELD,
@@ -252,6 +252,8 @@ class EngineClient(HTTPClient):
         super().__init__(*args, **kw)
         self._carried: weakref.WeakSet[Any] = weakref.WeakSet()
         """Sockets that carried a request: taking one of these from the pool is a reuse."""
+        self._head_of: tuple[Any, str, str, str] | None = None
+        """(headers, method, URI, the head up to its Content-Length value) of the last request."""
 
     def request(self, method: str, request_uri: str, body: Any = b"", headers: Any = None) -> BoundedResponse:
         if isinstance(body, str):
@@ -259,7 +261,7 @@ class EngineClient(HTTPClient):
         body = body or b""
         if not isinstance(body, bytes | bytearray | memoryview):  # the engine sends bytes; anything else is a bug
             raise TypeError(f"EngineClient sends bytes bodies, not {type(body).__name__}")
-        head = self._build_request(method.upper(), request_uri, body=body, headers=headers)
+        head = self._head(method.upper(), request_uri, len(body), body, headers)
         # A large body (an image workload's: 1.6 MB for 64 images) is sent from where it is, not copied behind
         # its head for every request: the copy cost CPU, and memory for each request in flight.
         raw_head = head.encode("latin-1")
@@ -278,6 +280,23 @@ class EngineClient(HTTPClient):
                 raise
             response._sent_request = head
             return response
+
+    def _head(self, method: str, uri: str, length: int, body: Any, headers: Any) -> str:
+        """The request's head. The engine sends every request of a plan with the same method, URI and
+        headers object (transport.aim): geventhttpclient merges the headers and checks each with a regex on
+        every request (6.6 us of CPU a request, against 0.1 us reused); here that is done on the first, and
+        the next ones change only their Content-Length. Any other request gets its head built whole."""
+        cached = self._head_of
+        if cached is not None and cached[0] is headers and cached[1] == method and cached[2] == uri:
+            return f"{cached[3]}{length}\r\n\r\n"
+        head = self._build_request(method, uri, body=body, headers=headers)
+        # geventhttpclient adds the Content-Length of a bytes body last: a head that ends otherwise (the
+        # headers name a length, or a body it sends chunked) is not reused
+        end = f"\r\n{HEADER_CONTENT_LENGTH}: {length}\r\n\r\n"
+        if length and headers is not None and head.endswith(end):
+            # the headers object is held: its id cannot pass to another while it is here
+            self._head_of = (headers, method, uri, head[: len(head) - len(f"{length}\r\n\r\n")])
+        return head
 
     def _socket(self, fresh: bool) -> tuple[Any, bool]:
         pool = self._connection_pool
