@@ -112,4 +112,6 @@ def test_the_engine_fires_the_event_locust_fires_with_its_fields(mock_server):
     assert event["url"] == f"{mock_server.url}/v1/embeddings"
     assert before <= event["start_time"] <= time.time()
     assert event["response"].status_code == 200
+    assert event["response"].url == plain[0]["response"].url == event["url"]
+    assert event["response"].request.method == "POST"
     assert 0 < event["response_time"] < 5000 and event["response_length"] > 0

@@ -52,7 +52,7 @@ from geventhttpclient.response import (
 )
 from geventhttpclient.url import URL
 from geventhttpclient.useragent import CompatRequest, UnsupportedRedirectSchemeError
-from locust.contrib.fasthttp import FAILURE_EXCEPTIONS
+from locust.contrib.fasthttp import FAILURE_EXCEPTIONS, FastRequest
 
 MAX_REDIRECTS = 5
 """307/308 hops followed for one request before it fails."""
@@ -374,6 +374,9 @@ class Target:
     uri: str
     """The request target as sent (percent-encoded, as geventhttpclient's UserAgent sends it)."""
     headers: Headers
+    request: FastRequest
+    """What the event's `response.request` (and `response.url`) shows, as Locust's session gives it: one
+    for all the plan's requests, so it carries no body (each request's own is not kept)."""
 
 
 def aim(agent: Any, base_url: str, path: str, headers: dict[str, str], basic_auth: str | None) -> Target:
@@ -390,7 +393,7 @@ def aim(agent: Any, base_url: str, path: str, headers: dict[str, str], basic_aut
     merged.update(own)
     url = f"{base_url}{path}"
     split = URL(url)
-    return Target(url, split, split.quoted_uri, merged)
+    return Target(url, split, split.quoted_uri, merged, FastRequest(url, method="POST", headers=merged))
 
 
 def _followed(response: BoundedResponse) -> str | None:

@@ -210,7 +210,7 @@ class EndpointUser(FastHttpUser):
             resp: FastResponse
             try:
                 raw = send(self.client.client.clientpool, target, req.body)
-                resp = FastResponse(raw, None, raw._sent_request)
+                resp = FastResponse(raw, target.request, raw._sent_request)
             except SEND_FAILURES as e:
                 resp = ErrorResponse(None, e)  # status_code 0, as Locust's session reports it
             if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
