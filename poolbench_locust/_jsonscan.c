@@ -266,12 +266,124 @@ static PyObject *string(const unsigned char **pp, const unsigned char *end) {
     return str;
 }
 
+
+/* ---- arrays of numbers 64 bytes at a time (AVX2, where the CPU has it) ----------------------
+ *
+ * Each byte of a block is classed (digit, '0', '-', '+', '.', 'e'/'E', ','), one bit per byte in a
+ * 64-bit mask per class, and JSON's number grammar is checked on the masks: what may come before and
+ * after each byte, where each run of digits starts (after ',' or a sign: the integer part; after '.':
+ * the fraction; after 'e' or its sign: the exponent) and what ends it (adding a run's start bit to the
+ * digit mask carries through the run to the byte just after it). A block holding any other byte (']',
+ * a space) stops it: the scalar loop goes on from the start of the last number that began before that
+ * block, every number before which is checked. What it is unsure of (an exponent of three digits or
+ * more, a whole block of digits) makes the body unsure. */
+
+typedef struct {
+    uint64_t c, e, m1, m2, s, p, d, iz, x3;  /* the previous block's masks (their last bits carry) */
+    uint64_t k1, k2, k3;                     /* carries out of the three run additions */
+} Carry;
+
+static inline uint64_t add_carry(uint64_t a, uint64_t b, uint64_t *carry) {
+    uint64_t sum, out;
+    uint64_t c1 = __builtin_add_overflow(a, b, &sum);
+    uint64_t c2 = __builtin_add_overflow(sum, *carry, &out);
+    *carry = c1 | c2;
+    return out;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_WIDE 1
+
+__attribute__((target("avx2"))) static inline uint64_t eq_mask(__m256i lo, __m256i hi, char c) {
+    __m256i v = _mm256_set1_epi8(c);
+    uint32_t a = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, v));
+    uint32_t b = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, v));
+    return (uint64_t)a | ((uint64_t)b << 32);
+}
+
+__attribute__((target("avx2"))) static inline uint64_t digit_mask(__m256i lo, __m256i hi) {
+    /* signed compare after moving '0'..'9' to -128..-119 */
+    __m256i shift = _mm256_set1_epi8((char)(0x80 - '0'));
+    __m256i limit = _mm256_set1_epi8((char)(-128 + 10));
+    __m256i a = _mm256_cmpgt_epi8(limit, _mm256_add_epi8(lo, shift));
+    __m256i b = _mm256_cmpgt_epi8(limit, _mm256_add_epi8(hi, shift));
+    return (uint64_t)(uint32_t)_mm256_movemask_epi8(a) | ((uint64_t)(uint32_t)_mm256_movemask_epi8(b) << 32);
+}
+
+/* Checks the blocks from p (a number's start) while 64 bytes are left and every byte is of a number.
+ * Returns 0 where the grammar is broken (or unsure), else 1 with *resume at the start of the first
+ * number not known good and *commas the commas before it. */
+__attribute__((target("avx2"))) static int wide_numbers(const unsigned char *p, const unsigned char *end,
+                                                         const unsigned char **resume, Py_ssize_t *commas,
+                                                         int *fraction) {
+    Carry k = {.c = 1ULL << 63};  /* the byte before the first number is as if a ',' */
+    const unsigned char *start = p;
+    Py_ssize_t n = 0;
+    uint64_t seen_pe = 0;
+    while (end - p >= 64) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)p);
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(p + 32));
+        uint64_t D = digit_mask(lo, hi);
+        uint64_t Z = eq_mask(lo, hi, '0');
+        uint64_t M = eq_mask(lo, hi, '-');
+        uint64_t S = eq_mask(lo, hi, '+');
+        uint64_t P = eq_mask(lo, hi, '.');
+        uint64_t E = eq_mask(_mm256_or_si256(lo, _mm256_set1_epi8(0x20)), _mm256_or_si256(hi, _mm256_set1_epi8(0x20)), 'e');
+        uint64_t C = eq_mask(lo, hi, ',');
+        if (~(D | M | S | P | E | C)) break;  /* another byte: the scalar loop's */
+        if (D == ~0ULL) return 0;              /* 64 digits in a row: unsure of the range */
+        uint64_t pC = (C << 1) | (k.c >> 63), pE = (E << 1) | (k.e >> 63);
+        uint64_t M1 = M & pC, M2 = M & pE;
+        uint64_t pM1 = (M1 << 1) | (k.m1 >> 63), pM2 = (M2 << 1) | (k.m2 >> 63);
+        uint64_t pS = (S << 1) | (k.s >> 63), pP = (P << 1) | (k.p >> 63), pD = (D << 1) | (k.d >> 63);
+        uint64_t bad = (M & ~(pC | pE)) | (S & ~pE);            /* a sign where none may be */
+        bad |= (pM1 | pM2 | pS | pP) & ~D;                      /* a sign or '.' not followed by a digit */
+        bad |= pE & ~(D | S | M);                               /* 'e' followed by neither */
+        bad |= pC & ~(D | M);                                   /* ',' followed by no number */
+        uint64_t IZ = Z & (pC | pM1);                           /* an integer part's leading zero */
+        bad |= ((IZ << 1) | (k.iz >> 63)) & D;                  /* ... followed by a digit */
+        uint64_t RS = D & ~pD;
+        uint64_t sum1 = add_carry(D, RS & (pC | pM1), &k.k1);
+        uint64_t sum2 = add_carry(D, RS & pP, &k.k2);
+        uint64_t sum3 = add_carry(D, RS & (pE | pS | pM2), &k.k3);
+        uint64_t A1 = sum1 & ~D, A2 = sum2 & ~D, A3 = sum3 & ~D;  /* just after an integer, fraction, exponent */
+        bad |= (P & ~A1) | (E & ~(A1 | A2));
+        bad |= (A1 & ~(P | E | C)) | (A2 & ~(E | C)) | (A3 & ~C);
+        bad |= C & ~(A1 | A2 | A3);
+        uint64_t X3 = D & ~sum3;                                /* the exponents' digits */
+        bad |= X3 & ((X3 << 1) | (k.x3 >> 63)) & ((X3 << 2) | (k.x3 >> 62));  /* three or more */
+        if (bad) return 0;
+        seen_pe |= P | E;
+        if (C) {
+            n += __builtin_popcountll(C);
+            start = p + 64 - __builtin_clzll(C);  /* just past the block's last ',' */
+        }
+        k.c = C; k.e = E; k.m1 = M1; k.m2 = M2; k.s = S; k.p = P; k.d = D; k.iz = IZ; k.x3 = X3;
+        p += 64;
+    }
+    *resume = start;
+    *commas = n;
+    *fraction = seen_pe != 0;
+    return 1;
+}
+#endif
+
+static int wide = 0;  /* the CPU has AVX2 (set at import) */
+
 /* An array that starts with a number, from its '[': every element a number, or NULL (unsure). */
 static PyObject *numbers(const unsigned char **pp, const unsigned char *base, const unsigned char *end,
                          PyObject *data, PyTypeObject *span_type) {
-    const unsigned char *p = *pp + 1;
+    const unsigned char *p = skip_ws(*pp + 1, end);
     Py_ssize_t count = 0;
     int all_int = 1;
+#ifdef HAVE_WIDE
+    if (wide) {
+        int fraction;
+        if (!wide_numbers(p, end, &p, &count, &fraction)) return NULL;
+        if (fraction) all_int = 0;
+    }
+#endif
     for (;;) {
         int is_int;
         Py_ssize_t int_digits;
@@ -306,7 +418,7 @@ typedef struct {
     PyObject *key;  /* an object's key whose value is being read */
 } Level;
 
-static PyObject *scan(PyObject *module, PyObject *args) {
+static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *data;
     PyTypeObject *span_type;
     if (!PyArg_ParseTuple(args, "SO!", &data, &PyType_Type, &span_type)) return NULL;
@@ -453,7 +565,21 @@ unsure:
     return Py_NewRef(result);
 }
 
+static PyObject *set_wide(PyObject *Py_UNUSED(module), PyObject *arg) {
+    /* tests run both loops: set_wide(False) leaves the scalar one alone; returns the previous setting */
+    int before = wide;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+#ifdef HAVE_WIDE
+    wide = on && __builtin_cpu_supports("avx2");
+#else
+    (void)on;
+#endif
+    return PyBool_FromLong(before);
+}
+
 static PyMethodDef methods[] = {
+    {"set_wide", set_wide, METH_O, "set_wide(on) -> bool: use the 64-byte loop where the CPU can (tests); the last setting."},
     {"scan", scan, METH_VARARGS,
      "scan(data: bytes, span_type) -> the document, its arrays of numbers as span_type; None where unsure."},
     {NULL, NULL, 0, NULL}
@@ -465,6 +591,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__jsonscan(void) {
+#ifdef HAVE_WIDE
+    __builtin_cpu_init();
+    wide = __builtin_cpu_supports("avx2");
+#endif
     if (PyType_Ready(&SpanType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
