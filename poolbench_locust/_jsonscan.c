@@ -17,16 +17,20 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 #define MAX_DEPTH 256
 #define MAX_INT_DIGITS 18   /* always within int64 */
 #define MAX_EXP_SPAN 280    /* |exponent| + integer digits beyond this: unsure of double's range */
 
+static inline int is_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static inline int is_digit(unsigned char c) { return (unsigned char)(c - '0') < 10; }
+
 typedef struct {
     PyObject_HEAD
     PyObject *data;
     Py_ssize_t start, end, length;
-    int int64;              /* every element an integer of at most MAX_INT_DIGITS digits */
+    int int64;              /* no element has a fraction or an exponent (as_int64 checks the rest) */
     PyObject *values;       /* built by the Python side on first use; NULL until then */
 } Span;
 
@@ -51,11 +55,48 @@ static int Span_clear(Span *self) {
 
 static Py_ssize_t Span_len(Span *self) { return self->length; }
 
+/* Every element as a native int64, 8 bytes each, read from the (validated) span; None where one is not
+ * a JSON integer of at most MAX_INT_DIGITS digits. A packed embedding's range check builds no int. */
+static PyObject *Span_as_int64(Span *self, PyObject *Py_UNUSED(ignored)) {
+    if (!self->int64 || self->length == 0 || self->data == NULL || !PyBytes_Check(self->data)) Py_RETURN_NONE;
+    Py_ssize_t size = PyBytes_GET_SIZE(self->data);
+    if (self->start < 0 || self->end > size || self->start >= self->end) Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, self->length * 8);
+    if (out == NULL) return NULL;
+    int64_t *values = (int64_t *)PyBytes_AS_STRING(out);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(self->data) + self->start + 1;
+    const unsigned char *end = (const unsigned char *)PyBytes_AS_STRING(self->data) + self->end - 1;
+    Py_ssize_t n = 0;
+    while (p < end) {
+        if (is_ws(*p) || *p == ',') { p++; continue; }
+        int negative = 0;
+        if (*p == '-') { negative = 1; p++; }
+        int64_t v = 0;
+        int digits = 0;
+        while (p < end && is_digit(*p)) {
+            if (++digits > MAX_INT_DIGITS) { Py_DECREF(out); Py_RETURN_NONE; }
+            v = v * 10 + (*p++ - '0');
+        }
+        if (digits == 0 || (p < end && !is_ws(*p) && *p != ',') || n == self->length) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;  /* a fraction or an exponent (the wide loop does not tell them apart) */
+        }
+        values[n++] = negative ? -v : v;
+    }
+    if (n != self->length) { Py_DECREF(out); Py_RETURN_NONE; }
+    return out;
+}
+
+static PyMethodDef Span_methods[] = {
+    {"as_int64", (PyCFunction)Span_as_int64, METH_NOARGS,
+     "Every element as a native 64-bit integer, 8 bytes each, when each is a JSON integer; else None."},
+    {NULL}
+};
+
 static PyMemberDef Span_members[] = {
     {"_data", T_OBJECT, offsetof(Span, data), READONLY, "the body the span is of"},
     {"_start", T_PYSSIZET, offsetof(Span, start), READONLY, "offset of the array's '['"},
     {"_end", T_PYSSIZET, offsetof(Span, end), READONLY, "offset just past its ']'"},
-    {"_int64", T_INT, offsetof(Span, int64), READONLY, "every element a JSON integer within int64"},
     {"_values", T_OBJECT, offsetof(Span, values), 0, "the elements, once built (None before)"},
     {NULL}
 };
@@ -72,14 +113,13 @@ static PyTypeObject SpanType = {
     .tp_traverse = (traverseproc)Span_traverse,
     .tp_clear = (inquiry)Span_clear,
     .tp_members = Span_members,
+    .tp_methods = Span_methods,
     .tp_as_sequence = &Span_as_sequence,
     .tp_new = NULL,  /* made by scan() only */
 };
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
-static inline int is_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-static inline int is_digit(unsigned char c) { return (unsigned char)(c - '0') < 10; }
 
 static inline const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
     while (p < end && is_ws(*p)) p++;
@@ -166,7 +206,7 @@ static PyObject *scalar_number(const unsigned char *p, const unsigned char *q, i
     double d = PyOS_string_to_double(text, NULL, NULL);
     PyMem_Free(heap);
     if (d == -1.0 && PyErr_Occurred()) return NULL;
-    if (!Py_IS_FINITE(d)) return NULL;  /* orjson refuses a number past double's range */
+    if (!isfinite(d)) return NULL;  /* orjson refuses a number past double's range */
     return PyFloat_FromDouble(d);
 }
 

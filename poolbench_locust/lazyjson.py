@@ -23,7 +23,6 @@ machine's C compiler; where none was found, simdjson alone reads.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -89,8 +88,8 @@ class Numbers(Sequence[Any]):
 if _Span is not None:
 
     class _SpanNumbers(_Span, Numbers):  # type: ignore[misc, valid-type]
-        """An array of numbers `_jsonscan` validated: its span of the body, its length (in C) and whether
-        every element is an integer within int64. Every element is a number (it is unsure of others)."""
+        """An array of numbers `_jsonscan` validated: its span of the body and its length (in C). Every
+        element is a number (the pass is unsure of arrays that hold anything else)."""
 
         __slots__ = ()
 
@@ -102,10 +101,7 @@ if _Span is not None:
         def numbers_only(self) -> bool:
             return True
 
-        def as_int64(self) -> bytes | None:
-            if not self._int64 or not len(self):
-                return None
-            return array("q", self.values()).tobytes()
+        # as_int64 is _jsonscan's: read from the span in C, no Python int built
 
 
 class _TapeNumbers(Numbers):
