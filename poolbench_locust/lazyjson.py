@@ -52,11 +52,17 @@ _NUL_ESCAPE = b"\\u0000"
 _parser = simdjson.Parser()
 
 
-class Numbers(Sequence[Any]):
+class Numbers:
     """A JSON array whose first element is a number, read lazily: its length costs nothing, its values
-    (any JSON values: only the first is known to be a number) are built on first use."""
+    (any JSON values: only the first is known to be a number) are built on first use.
+
+    A Sequence by registration, not by subclassing: `isinstance(value, ARRAY)` runs for every vector of
+    every answer, and against a subclass of an ABC it goes through ABCMeta's Python-level check."""
 
     __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
 
     def values(self) -> list[Any]:
         """The elements as orjson would give them (a nested array as a list)."""
@@ -81,8 +87,23 @@ class Numbers(Sequence[Any]):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.values())
 
+    def __contains__(self, value: object) -> bool:
+        return value in self.values()
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self.values())
+
+    def index(self, value: Any, *args: Any) -> int:
+        return self.values().index(value, *args)
+
+    def count(self, value: Any) -> int:
+        return self.values().count(value)
+
     def __repr__(self) -> str:
         return f"Numbers(length={len(self)})"
+
+
+Sequence.register(Numbers)
 
 
 if _Span is not None:
