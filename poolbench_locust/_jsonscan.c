@@ -11,6 +11,13 @@
  *
  * Written defensively: every read is bounded by `end`, the nesting is an explicit bounded stack
  * (no recursion), every Python object is owned by the stack or released on the way out.
+ *
+ * Why our own and not a dependency: simdjson's DOM parse (pysimdjson) writes a double per number on
+ * its tape, 0.55 of check_json's 0.63 ms on the mock's 690 kB answer; a reader that keeps numbers raw
+ * (yyjson's READ_NUMBER_AS_RAW) still writes a DOM node per number, and its Python bindings on PyPI
+ * (yyjson, ypyjson) would be a new dependency for it (not measured here). What the checks need is
+ * narrower than a parser: a verdict, the structure around the arrays, and each array's length. That
+ * fits in this file, at about 5 GB/s here (bench/json_readers.py), built at install with no download.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
