@@ -3,9 +3,11 @@
     python bench/json_readers.py [--seconds 0.5]
 
 Each reader counts the embeddings of a /v1/embeddings answer and each one's dimension, as the checks
-need; every reader but `regex` validates the whole body. Answers: the mock's (numbers such as -0.4921875)
-and float32 values as vLLM writes them (Python's repr, about 20 characters), large (64 x 1,024), medium
-(8 x 1,024) and small (1 x 384). msgspec is measured when it is installed (it is no dependency).
+need; every reader but `regex` validates the whole body. lazyjson is measured with its C pass
+(_jsonscan, issue 33) and without it (simdjson alone, as where no compiler built it). Answers: the
+mock's (numbers such as -0.4921875) and float32 values as vLLM writes them (Python's repr, about 20
+characters), large (64 x 1,024), medium (8 x 1,024) and small (1 x 384). msgspec is measured when it
+is installed (it is no dependency).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ def by_orjson(body: bytes) -> list[int]:
 
 def by_lazyjson(body: bytes) -> list[int]:
     return [len(item["embedding"]) for item in lazyjson.loads(body)["data"]]
+
+
+def by_simdjson(body: bytes) -> list[int]:
+    """lazyjson as it reads without its C pass (an install without a compiler): simdjson's tape."""
+    scan, lazyjson._scan = lazyjson._scan, None
+    try:
+        return by_lazyjson(body)
+    finally:
+        lazyjson._scan = scan
 
 
 _NUMBER = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -95,6 +106,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="CPU time spent on each reader and answer")
     args = parser.parse_args()
     readers: dict[str, Callable[[bytes], Any]] = {"orjson.loads (main)": by_orjson, "lazyjson": by_lazyjson}
+    if lazyjson._scan is not None:  # the C pass was built: simdjson beside it
+        readers["lazyjson, simdjson alone"] = by_simdjson
     if (msgspec_read := msgspec_reader()) is not None:
         readers["msgspec Raw fields"] = msgspec_read
     readers["regex scan (vectors only)"] = by_regex

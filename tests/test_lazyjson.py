@@ -9,6 +9,7 @@ failed request each, with its message.
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,3 +280,187 @@ def test_a_large_answer_of_the_wrong_shape_is_one_failed_request(vectors, expect
 )
 def test_may_hold_literal_never_misses_one(body, holds):
     assert lazyjson.may_hold_literal(body) is holds
+
+
+# ---- the validating pass of our own (_jsonscan, issue 33): orjson's verdicts, both of its loops ---------
+
+scan_module = pytest.importorskip("poolbench_locust._jsonscan")
+
+
+@pytest.fixture(params=["wide", "scalar"])
+def loop(request):
+    """The 64-byte loop (where the CPU has AVX2) and the byte-by-byte one, each over every case."""
+    before = scan_module.set_wide(request.param == "wide")
+    yield request.param
+    scan_module.set_wide(before)
+
+
+def scan(data: bytes) -> Any:
+    return scan_module.scan(data, lazyjson._SpanNumbers)
+
+
+def vector_body(numbers: bytes, pad: int = 40) -> bytes:
+    """A float answer whose one vector holds `numbers` after `pad` good ones: past 64 bytes, the wide loop's."""
+    good = b",".join([b"-0.4921875", b"0.015625", b"12", b"-3e-5", b"1.5E+2"] * (pad // 5))
+    return b'{"data":[{"index":0,"embedding":[' + good + (b"," + numbers if numbers else b"") + b"]}]}"
+
+
+BAD_NUMBERS = [
+    b"01",
+    b"-01",
+    b"00",
+    b"1.",
+    b"1.e5",
+    b".5",
+    b"-",
+    b"-.5",
+    b"1e",
+    b"1e+",
+    b"1e-",
+    b"+1",
+    b"--1",
+    b"1.2.3",
+    b"1e5e5",
+    b"1e5.5",
+    b"1-2",
+    b"1+2",
+    b"1..2",
+    b"NaN",
+    b"-NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e999",
+    b"1,",
+    b",1",
+    b"1,,2",
+    b"0x10",
+    b"1_0",
+    b"1 2",
+    b"e5",
+    b"E5",
+    b"1f",
+]
+
+
+@pytest.mark.parametrize("where", ["short", "long"])
+@pytest.mark.parametrize("number", BAD_NUMBERS, ids=[n.decode() for n in BAD_NUMBERS])
+def test_a_bad_number_is_refused_with_orjson_message(number, where, loop):
+    body = vector_body(number, pad=0 if where == "short" else 40) if where == "long" else b"[" + number + b"]"
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(body)
+    assert scan(body) is None
+    assert verdict(lazyjson.loads, body) == verdict(orjson.loads, body)
+
+
+@pytest.mark.parametrize("at", range(0, 120, 7))
+def test_a_bad_number_at_any_place_of_a_block_is_refused(at, loop):
+    """Each bad form across the wide loop's 64-byte block edges: before, on and after one."""
+    for number in BAD_NUMBERS:
+        good = b"[" + b"1," * 60 + b"2]"
+        body = good[: 1 + 2 * (at // 2)] + number + b"," + good[1 + 2 * (at // 2) :]
+        assert scan(body) is None, body
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(body)
+
+
+BAD_BODIES = [
+    vector_body(b"1") + b" x",  # trailing garbage
+    vector_body(b"1")[:-1],  # truncated: each cut below too
+    *(vector_body(b"1")[:cut] for cut in (1, 30, 100, 200, 250)),
+    vector_body(b"1").replace(b'"index"', b'"ind\xffex"'),  # bad UTF-8
+    vector_body(b"1").replace(b'"index"', b'"ind\xed\xa0\x80ex"'),  # a surrogate written in UTF-8
+    vector_body(b"1").replace(b'"index"', b'"ind\\ud800ex"'),  # a lone surrogate escaped
+    vector_body(b"1").replace(b'"index"', b'"ind\\udc00ex"'),
+    vector_body(b"1").replace(b'"index"', b'"ind\\ud800\\u0041"'),
+    vector_body(b"1").replace(b'"index"', b'"ind\\x41"'),  # not an escape of JSON's
+    vector_body(b"1").replace(b'"index"', b'"ind\tex"'),  # a raw control character
+    vector_body(b"1").replace(b'"index":0', b'"index":nul'),
+    vector_body(b"1").replace(b'"index":0', b'"index":True'),
+    b"\xef\xbb\xbf" + vector_body(b"1"),
+    b"[" * 2000 + b"]" * 2000,  # deep nesting
+    b"",
+    b"   ",
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES, ids=range(len(BAD_BODIES)))
+def test_a_bad_body_is_refused_with_orjson_message(body, loop):
+    assert scan(body) is None
+    assert verdict(lazyjson.loads, body) == verdict(orjson.loads, body)
+
+
+GOOD_NUMBERS = [b"0", b"-0", b"-0.0", b"1e5", b"1E5", b"1e+05", b"1e-05", b"123456789", b"0.000001", b"-9.5e-7"]
+
+
+@pytest.mark.parametrize("number", GOOD_NUMBERS, ids=[n.decode() for n in GOOD_NUMBERS])
+def test_a_good_answer_is_accepted_and_counted(number, loop):
+    body = vector_body(number)
+    doc = scan(body)
+    vector = doc["data"][0]["embedding"]
+    expected = orjson.loads(body)["data"][0]["embedding"]
+    assert isinstance(vector, Numbers) and len(vector) == len(expected) == 41
+    assert vector.values() == expected and vector.numbers_only()
+
+
+def test_the_mock_large_answer_is_read_by_the_pass_with_its_counts(loop):
+    body = orjson.dumps(_openai([[(2 * (k % 64) - 63) / 128 for k in range(1024)]] * 64))
+    doc = scan(body)
+    assert doc is not None, "the pass refused a good answer: simdjson read it"
+    assert [len(item["embedding"]) for item in doc["data"]] == [1024] * 64
+    assert plain(doc) == orjson.loads(body)
+
+
+NUMBER_BYTES = st.sampled_from([b"0", b"1", b"9", b"-", b"+", b".", b"e", b"E", b",", b" ", b"]", b"x", b"05", b"12"])
+SOME_VALUES = st.lists(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**70), 2**70), max_size=40)
+
+
+@settings(
+    max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(SOME_VALUES, st.lists(NUMBER_BYTES, max_size=12), st.integers(0, 400))
+def test_what_the_pass_accepts_orjson_accepts_alike(loop, values, noise, where):
+    """Any body: the pass gives orjson's document or refuses; never a document orjson refuses or reads otherwise."""
+    body = bytearray(
+        json.dumps({"data": [{"embedding": values}, {"embedding": [0.5] * 20}]}, separators=(",", ":")).encode()
+    )
+    where = min(where, len(body))
+    body[where:where] = b"".join(noise)
+    doc = scan(bytes(body))
+    if doc is not None:
+        assert plain(doc) == orjson.loads(bytes(body))
+    assert verdict(lazyjson.loads, bytes(body)) == verdict(orjson.loads, bytes(body))
+
+
+ORDINARY = st.floats(min_value=-1e30, max_value=1e30).filter(lambda x: x == 0 or abs(x) > 1e-90)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(ORDINARY | st.integers(-(2**62), 2**62), min_size=1, max_size=60), max_size=5), st.booleans())
+def test_good_vectors_are_accepted_and_counted(loop, vectors, spaced):
+    """orjson's compact form and Python's spaced one: accepted (not left to simdjson), every length right."""
+    body = (json.dumps if spaced else orjson.dumps)({"data": [{"embedding": v} for v in vectors]})
+    body = body.encode() if isinstance(body, str) else body
+    doc = scan(body)
+    assert doc is not None
+    assert [len(item["embedding"]) for item in doc["data"]] == [len(v) for v in vectors]
+    assert plain(doc) == orjson.loads(body)
+
+
+@pytest.mark.parametrize(
+    ("vector", "raw"),
+    [([1, -2, 3] * 30, True), ([1, 2.5] * 30, False), ([2**63, 1] * 30, False), ([10**20] * 30, False)],
+    ids=["ints", "floats", "past int64", "past uint64"],
+)
+def test_as_int64_of_the_pass(vector, raw, loop):
+    numbers = scan(orjson.dumps({"e": vector}) if max(vector) < 2**64 else json.dumps({"e": vector}).encode())
+    if numbers is None:  # left to simdjson: nothing of the pass's to check
+        return
+    got = numbers["e"].as_int64()
+    assert (got == array("q", vector).tobytes()) if raw else got is None
+
+
+@pytest.mark.parametrize("body", [*ODD, *BAD, GOOD], ids=range(len(ODD) + len(BAD) + 1))
+def test_where_the_pass_was_not_built_simdjson_reads_as_before(body, monkeypatch):
+    """An install without a C compiler (Locust's image) has no _jsonscan: the same verdicts by simdjson."""
+    monkeypatch.setattr(lazyjson, "_scan", None)
+    assert verdict(lazyjson.loads, body) == verdict(orjson.loads, body)
