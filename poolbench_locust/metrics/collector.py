@@ -81,9 +81,8 @@ class Entry:
     good_requests: int = 0
     """Successful requests that met every objective of --slo (none without it): goodput."""
     good_input_tokens: int = 0
-    per_second: dict[int, list[int]] = field(default_factory=dict)
-    """Second -> [input tokens, sequences, bytes, sent bytes, vectors] (PER_SECOND), for the current-window
-    rates: the last KEPT_SECONDS only."""
+    _per_second: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    """per_second's seconds, the open one's up to its last flush."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
     e2e_moments: Moments = field(default_factory=Moments)
     """The exact E2E mean and standard deviation."""
@@ -91,6 +90,41 @@ class Entry:
     last: float | None = None
     _trimmed_at: int = field(default=0, init=False, repr=False, compare=False)
     """The second of the last trim of per_second: it is trimmed at most once a second."""
+    _open_second: int | None = field(default=None, init=False, repr=False, compare=False)
+    """The second of the last request logged: its per_second figures are the counters' growth since
+    _open_base, added into _per_second when read or when a request of another second comes (a request
+    only adds to the counters, not also to a per-second list)."""
+    _open_base: tuple[int, ...] = field(default=_ZEROS, init=False, repr=False, compare=False)
+
+    @property
+    def per_second(self) -> dict[int, list[int]]:
+        """Second -> [input tokens, sequences, bytes, sent bytes, vectors] (PER_SECOND), for the
+        current-window rates: the last KEPT_SECONDS only."""
+        self._flush_second()
+        return self._per_second
+
+    def _counts(self) -> tuple[int, ...]:
+        """The counters per_second splits by second, in PER_SECOND's order."""
+        return (self.input_tokens, self.sequences, self.bytes, self.sent_bytes, self.vectors)
+
+    def _flush_second(self) -> None:
+        """Add what the open second counted since its base into per_second."""
+        if self._open_second is None:
+            return
+        counts = self._counts()
+        values = self._per_second.setdefault(self._open_second, [0] * len(PER_SECOND))
+        for i, (now, base) in enumerate(zip(counts, self._open_base, strict=True)):
+            values[i] += now - base
+        self._open_base = counts
+
+    def _new_second(self, second: int) -> None:
+        """The first request of another second (called before it is counted): close the open one,
+        open this one, and trim (once a second, not on every request)."""
+        self._flush_second()
+        self._open_second = second
+        self._open_base = self._counts()
+        self._per_second.setdefault(second, [0] * len(PER_SECOND))
+        self._trim(second)
 
     def _trim(self, now: int) -> None:
         """Drop the seconds older than KEPT_SECONDS before `now`, once a second at most."""
@@ -98,8 +132,8 @@ class Entry:
             return
         self._trimmed_at = now
         oldest = now - KEPT_SECONDS
-        for old in [t for t in self.per_second if t < oldest]:
-            del self.per_second[old]
+        for old in [t for t in self._per_second if t < oldest]:
+            del self._per_second[old]
 
     def log(
         self, now: float, e2e: float, nbytes: int, failed: bool, context: RequestContext, good: bool = False
@@ -108,12 +142,14 @@ class Entry:
         log_request((self,), now, e2e, nbytes, failed, context, good)
 
     def merge(self, data: dict[str, Any]) -> None:
+        self._flush_second()  # the merged counts are not the open second's requests
         for key in COUNTERS:
             setattr(self, key, getattr(self, key) + data[key])
+        self._open_base = self._counts()
         for source, tokens in data["tokens_by_source"].items():
             self.tokens_by_source[source] += tokens
         for second, values in data["per_second"].items():
-            mine = self.per_second.setdefault(int(second), [0] * len(PER_SECOND))
+            mine = self._per_second.setdefault(int(second), [0] * len(PER_SECOND))
             for i, value in enumerate(values):
                 mine[i] += value
         for key, histogram in data["timings"].items():
@@ -190,11 +226,10 @@ def log_request(
     sequences = context["sequences"]
     retried = get("retried")
     if failed:
-        tokens = vectors = ok_sequences = 0
+        tokens = vectors = 0
     else:
         tokens = get("input_tokens", 0)
         source = get("token_source", "client-estimate")
-        ok_sequences = sequences
         vectors = get("vectors", sequences)
         images = get("image_tokens")
         client = get("client_tokens")
@@ -211,6 +246,8 @@ def log_request(
         inference_key, inference_ms = keyed(inference)
     t = int(now)
     for entry in entries:
+        if t != entry._open_second:
+            entry._new_second(t)
         entry.requests += 1
         entry.bytes += nbytes
         entry.sent_bytes += sent
@@ -232,15 +269,6 @@ def log_request(
             if good:
                 entry.good_requests += 1
                 entry.good_input_tokens += tokens
-        second = entry.per_second.get(t)
-        if second is None:  # the first request of a new second: trim here, not on every request
-            second = entry.per_second[t] = [0, 0, 0, 0, 0]
-            entry._trim(t)
-        second[0] += tokens
-        second[1] += ok_sequences
-        second[2] += nbytes
-        second[3] += sent
-        second[4] += vectors
         timings = entry.timings
         timings["e2e"].add_keyed(e2e_key, e2e_ms)
         if queue is not None:
