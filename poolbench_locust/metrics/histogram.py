@@ -52,7 +52,8 @@ def bucket_key(ms: float) -> int:
 def keyed(ms: float, frexp: Any = math.frexp) -> tuple[int, float]:
     """The bucket of a value and the value as a histogram's max takes it (clamped; 0.0 below LOWEST_MS,
     which no max keeps): what `Histogram.add` computes, once for every histogram a value goes into
-    (the pooling stats log a request into its name's entry and into the total)."""
+    (the pooling stats log a request into its name's entry and into the total). `frexp` is a default
+    argument to make it a local: this runs for every timing of every request."""
     if ms >= LOWEST_MS:
         if ms > HIGHEST_MS:
             ms = HIGHEST_MS
