@@ -1,11 +1,19 @@
-"""What one request costs the pooling stats collector on the hot path: Entry.log and PoolingStats.on_request.
+"""What one request event costs the listeners on it: Locust's own stats and the pooling stats, each
+alone and together as the engine fires the event.
 
-The collector runs once per request event, in the same gevent hub as the users, at thousands of
-requests per second: every microsecond it takes is a microsecond the client cannot send with. This
-times it in-process on prepared request contexts (no network), median of several rounds, and prints
-CPU microseconds per call. It is a measurement, not a test: the figures depend on the machine.
+Every request fires one request event (engine/user.py), and every listener on it runs in the same
+gevent hub as the users, at thousands of requests per second: a microsecond there is a microsecond
+the client cannot send with. The listeners of a run (grep add_listener): Locust's runner's own
+(RequestStats.log_request, and log_error for a failure: runners.py) and the pooling stats'
+(PoolingStats.on_request, added by metrics/pooling_reports.py); bench/common.py and bench/soak.py add
+theirs only to the benches' own runs. This times them in-process on request events shaped like the
+engine's (no network): the closed loop (time to headers), the open loop (+ queueing), a server that
+sends its own timings (TEI), and --slo (goodput judged per request), on a local runner (Locust keeps
+its response-time cache, the pooling stats their total) and on a worker (neither). It prints CPU
+microseconds per request event, median of several rounds, and writes bench/results/collector_cost.json.
+It is a measurement, not a test: the figures depend on the machine.
 
-    .venv/bin/python bench/collector_cost.py [--requests 200000] [--rounds 7] [--slo e2e_ms=300,ttfb_ms=100]
+    .venv/bin/python bench/collector_cost.py [--requests 100000] [--rounds 7] [--slo e2e_ms=300,ttfb_ms=100]
 """
 
 from __future__ import annotations
@@ -24,31 +32,60 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from poolbench_locust.metrics.collector import Entry, PoolingStats
+from locust.env import Environment
+from locust.event import Events
+from locust.stats import RequestStats
 
-CASES = {
+from bench.common import ROOT, write_result
+from poolbench_locust.metrics import goodput
+from poolbench_locust.metrics.collector import PoolingStats
+
+NAME = "/v1/embeddings"
+CASES: dict[str, dict[str, Any]] = {
     "closed loop (ttfb)": {},
     "open loop (+ queue)": {"queue": True},
     "TEI (+ server timings)": {"server": True},
+    "closed loop, --slo": {"slo": True},
 }
+LISTENERS = ("locust", "pooling", "both (fire)")
+"""Locust's own listener alone, the pooling stats' alone, and the event fired to every listener."""
+
+Event = dict[str, Any]
 
 
-def contexts(n: int, queue: bool = False, server: bool = False, seed: int = 1) -> list[tuple[float, dict[str, Any]]]:
-    """n (e2e ms, context) pairs shaped like the engine's: a spread of times, 1 in 50 a failure."""
+class _Failure(Exception):
+    pass
+
+
+def events(n: int, queue: bool = False, server: bool = False, seed: int = 1) -> list[Event]:
+    """n request events' keyword arguments shaped like the engine's: a spread of times, 1 in 50 a failure."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         ttfb = rng.uniform(5.0, 60.0)
         e2e = ttfb + rng.uniform(0.5, 250.0)
         context: dict[str, Any] = {"sequences": 4, "ttfb_ms": ttfb, "request_bytes": 2_400}  # as the engine sends
-        if rng.random() >= 0.02:
+        failed = rng.random() < 0.02
+        if not failed:
             context.update(input_tokens=rng.randint(50, 600), token_source="server")
         if queue:
             context["queue_ms"] = rng.choice((0.0, rng.uniform(0.0, 20.0)))
         if server:
             context["server_queue_ms"] = rng.uniform(0.0, 5.0)
             context["server_inference_ms"] = rng.uniform(1.0, 50.0)
-        out.append((e2e, context))
+        out.append(
+            {
+                "request_type": "POST",
+                "name": NAME,
+                "response_time": e2e,
+                "response_length": 4096,
+                "exception": _Failure("HTTP 503: Service Unavailable") if failed else None,
+                "context": context,
+                "url": "http://127.0.0.1:8000/v1/embeddings",
+                "start_time": 0.0,
+                "response": None,
+            }
+        )
     return out
 
 
@@ -64,60 +101,88 @@ def timed(run: Callable[[], None], calls: int, rounds: int) -> float:
     return statistics.median(per_call)
 
 
-def entry_log(samples: list[tuple[float, dict[str, Any]]], start: float) -> Callable[[], None]:
+def listeners(worker: bool, slo: goodput.Slo | None) -> tuple[Environment, PoolingStats]:
+    """A fresh environment with the listeners of a run on its request event: Locust's runner's own
+    and the pooling stats' (as pooling_reports.on_init adds it)."""
+    environment = Environment(events=Events())
+    environment.create_local_runner()  # adds Locust's own listener
+    if worker:  # as Environment.create_worker_runner: no response-time cache
+        environment.stats = RequestStats(use_response_times_cache=False)
+    stats = PoolingStats()
+    stats.slo = slo
+    stats.keeps_total = not worker
+    environment.events.request.add_listener(stats.on_request)
+    return environment, stats
+
+
+def one_listener(samples: list[Event], which: str, worker: bool, slo: goodput.Slo | None) -> Callable[[], None]:
     def run() -> None:
-        entry = Entry("/v1/embeddings")
-        now = start
-        for e2e, context in samples:
-            now += 0.0005  # 2,000 requests/s: a new second every 2,000 calls, as in a real run
-            entry.log(now, e2e, 4096, "input_tokens" not in context, context)
-
-    return run
-
-
-def on_request(samples: list[tuple[float, dict[str, Any]]], stats_factory: Callable[[], PoolingStats]) -> Callable:
-    def run() -> None:
-        stats = stats_factory()
-        for e2e, context in samples:
-            failure = None if "input_tokens" in context else "HTTP 503"
-            stats.on_request("/v1/embeddings", e2e, 4096, failure, context)
+        environment, stats = listeners(worker, slo)
+        hook = environment.events.request
+        if which == "locust":
+            locust_listener = hook._handlers[0]
+            for kwargs in samples:
+                locust_listener(**kwargs)
+        elif which == "pooling":
+            on_request = stats.on_request
+            for kwargs in samples:
+                on_request(**kwargs)
+        else:
+            fire = hook.fire
+            for kwargs in samples:
+                fire(**kwargs)
 
     return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--slo", default=None, help="also time on_request with this --slo (where supported)")
+    parser.add_argument("--slo", default="e2e_ms=300,ttfb_ms=100", help="the --slo of the --slo case")
+    parser.add_argument("--label", default="", help="a word for this run's figures in the result (e.g. before)")
+    parser.add_argument("--out", default="collector_cost", help="the result's name under bench/results/")
     args = parser.parse_args()
+    slo = goodput.parse_slo(args.slo)
 
-    def fresh_stats(worker: bool = False) -> PoolingStats:
-        stats = PoolingStats()
-        if worker and hasattr(stats, "keeps_total"):  # a worker logs no total (where the collector has the switch)
-            stats.keeps_total = False
-        if args.slo is not None:
-            from poolbench_locust.metrics import goodput
-
-            stats.slo = goodput.parse_slo(args.slo)
-        return stats
-
-    print(f"Python {sys.version.split()[0]}, {args.requests:,} requests a round, median of {args.rounds} rounds")
-    print(f"{'case':<26}{'Entry.log us':>14}{'on_request us':>15}{'on a worker us':>16}")
-    start = time.time()
+    print(f"Python {sys.version.split()[0]}, {args.requests:,} request events a round, median of {args.rounds} rounds")
+    print("CPU us per request event, local runner | worker")
+    print(f"{'case':<26}" + "".join(f"{w:>14}" for w in LISTENERS) + " |" + "".join(f"{w:>14}" for w in LISTENERS))
+    figures: dict[str, Any] = {}
     for case, flags in CASES.items():
-        samples = contexts(args.requests, **flags)
-        log_us = timed(entry_log(samples, start), args.requests, args.rounds)
-        # on_request reads the clock itself; time.time is what it calls, as in a run.
-        request_us = timed(on_request(samples, fresh_stats), args.requests, args.rounds)
-        worker_us = timed(on_request(samples, lambda: fresh_stats(worker=True)), args.requests, args.rounds)
-        print(f"{case:<26}{log_us:>14.3f}{request_us:>15.3f}{worker_us:>16.3f}")
+        samples = events(args.requests, queue=flags.get("queue", False), server=flags.get("server", False))
+        case_slo = slo if flags.get("slo") else None
+        row: dict[str, dict[str, float]] = {}
+        for place, worker in (("local", False), ("worker", True)):
+            row[place] = {
+                which: round(timed(one_listener(samples, which, worker, case_slo), args.requests, args.rounds), 3)
+                for which in LISTENERS
+            }
+        figures[case] = row
+        print(
+            f"{case:<26}"
+            + "".join(f"{row['local'][w]:>14.3f}" for w in LISTENERS)
+            + " |"
+            + "".join(f"{row['worker'][w]:>14.3f}" for w in LISTENERS)
+        )
     # What a worker ships each report interval (3 s), packed as Locust packs it (msgpack).
+    report_bytes = {}
     for rate in (100, 1000, 5000):
-        stats = fresh_stats(worker=True)
-        on_request(contexts(rate * 3), lambda stats=stats: stats)()
-        packed = msgpack.packb(stats.take_report(), use_bin_type=True)
-        print(f"report of 3 s at {rate:,} requests/s: {len(packed):,} bytes (msgpack)")
+        _, stats = listeners(worker=True, slo=None)
+        for kwargs in events(rate * 3):
+            stats.on_request(**kwargs)
+        report_bytes[rate] = len(msgpack.packb(stats.take_report(), use_bin_type=True))
+        print(f"report of 3 s at {rate:,} requests/s: {report_bytes[rate]:,} bytes (msgpack)")
+    result = {
+        "label": args.label,
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "slo": args.slo,
+        "unit": "CPU us per request event, median of rounds",
+        "cases": figures,
+        "report_bytes_3s": report_bytes,
+    }
+    print(f"written: {write_result(args.out, result).relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

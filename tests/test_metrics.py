@@ -205,3 +205,25 @@ def test_per_second_keeps_only_the_current_window_on_the_master_and_in_one_proce
         assert (total["Sent Bytes"], total["Current Sent MB/s"]) == (seconds * 4 * 1000, 0.004)
         assert (total["Vectors"], total["Current Vectors/s"]) == (seconds * 4 * 6, 24.0)
         assert total["Image Tokens"] == seconds * 4 * 5
+
+
+def test_per_second_read_mid_second_counts_each_request_once(monkeypatch):
+    """The web UI, the history sampler and a worker's report read the per-second figures while a second
+    is still running, and requests of that second keep coming: each request counts once in its second,
+    failed ones with their bytes but no tokens, on the request's entry and on the total."""
+    clock = [2_000_000.0]
+    monkeypatch.setattr(collector, "time", SimpleNamespace(time=lambda: clock[0]))
+    stats = PoolingStats()
+    expected: dict[int, list[int]] = {}
+    for step in range(40):  # ten requests a second; every third one failed
+        clock[0] = 2_000_000.0 + step / 10
+        failed = step % 3 == 0
+        context = {"sequences": 2, "input_tokens": 7, "request_bytes": 300}
+        stats.on_request("/v1/embeddings", 5.0, 100, "HTTP 503" if failed else None, context)
+        second = expected.setdefault(int(clock[0]), [0, 0, 0, 0, 0])
+        for i, amount in enumerate((0, 0, 100, 300, 0) if failed else (7, 2, 100, 300, 2)):
+            second[i] += amount
+        if step % 4 == 1:  # a reader in the middle of a second
+            assert stats.total.per_second[int(clock[0])] == second
+    for entry in (stats.entries["/v1/embeddings"], stats.total):
+        assert entry.per_second == expected

@@ -19,7 +19,7 @@ from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.metrics.goodput import Slo
-from poolbench_locust.metrics.histogram import Histogram, Moments
+from poolbench_locust.metrics.histogram import Histogram, Moments, keyed
 from poolbench_locust.store import Slot
 
 AGGREGATED = "Aggregated"
@@ -81,9 +81,8 @@ class Entry:
     good_requests: int = 0
     """Successful requests that met every objective of --slo (none without it): goodput."""
     good_input_tokens: int = 0
-    per_second: dict[int, list[int]] = field(default_factory=dict)
-    """Second -> [input tokens, sequences, bytes, sent bytes, vectors] (PER_SECOND), for the current-window
-    rates: the last KEPT_SECONDS only."""
+    _per_second: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    """per_second's seconds, the open one's up to its last flush."""
     timings: dict[str, Histogram] = field(default_factory=lambda: {k: Histogram() for k in TIMINGS})
     e2e_moments: Moments = field(default_factory=Moments)
     """The exact E2E mean and standard deviation."""
@@ -91,6 +90,41 @@ class Entry:
     last: float | None = None
     _trimmed_at: int = field(default=0, init=False, repr=False, compare=False)
     """The second of the last trim of per_second: it is trimmed at most once a second."""
+    _open_second: int | None = field(default=None, init=False, repr=False, compare=False)
+    """The second of the last request logged: its per_second figures are the counters' growth since
+    _open_base, added into _per_second when read or when a request of another second comes (a request
+    only adds to the counters, not also to a per-second list)."""
+    _open_base: tuple[int, ...] = field(default=_ZEROS, init=False, repr=False, compare=False)
+
+    @property
+    def per_second(self) -> dict[int, list[int]]:
+        """Second -> [input tokens, sequences, bytes, sent bytes, vectors] (PER_SECOND), for the
+        current-window rates: the last KEPT_SECONDS only."""
+        self._flush_second()
+        return self._per_second
+
+    def _counts(self) -> tuple[int, ...]:
+        """The counters per_second splits by second, in PER_SECOND's order."""
+        return (self.input_tokens, self.sequences, self.bytes, self.sent_bytes, self.vectors)
+
+    def _flush_second(self) -> None:
+        """Add what the open second counted since its base into per_second."""
+        if self._open_second is None:
+            return
+        counts = self._counts()
+        values = self._per_second.setdefault(self._open_second, [0] * len(PER_SECOND))
+        for i, (now, base) in enumerate(zip(counts, self._open_base, strict=True)):
+            values[i] += now - base
+        self._open_base = counts
+
+    def _new_second(self, second: int) -> None:
+        """The first request of another second (called before it is counted): close the open one,
+        open this one, and trim (once a second, not on every request)."""
+        self._flush_second()
+        self._open_second = second
+        self._open_base = self._counts()
+        self._per_second.setdefault(second, [0] * len(PER_SECOND))
+        self._trim(second)
 
     def _trim(self, now: int) -> None:
         """Drop the seconds older than KEPT_SECONDS before `now`, once a second at most."""
@@ -98,72 +132,24 @@ class Entry:
             return
         self._trimmed_at = now
         oldest = now - KEPT_SECONDS
-        for old in [t for t in self.per_second if t < oldest]:
-            del self.per_second[old]
+        for old in [t for t in self._per_second if t < oldest]:
+            del self._per_second[old]
 
     def log(
         self, now: float, e2e: float, nbytes: int, failed: bool, context: RequestContext, good: bool = False
     ) -> None:
         """One request event; `good`: it succeeded and met every objective of --slo."""
-        self.requests += 1
-        self.bytes += nbytes
-        sent = context.get("request_bytes", 0)
-        self.sent_bytes += sent
-        sequences = context["sequences"]
-        tokens = vectors = 0
-        if context.get("retried"):
-            self.retries += 1
-        if failed:
-            self.failures += 1
-        else:
-            tokens = context.get("input_tokens", 0)
-            self.input_tokens += tokens
-            self.tokens_by_source[context.get("token_source", "client-estimate")] += tokens
-            self.sequences += sequences
-            vectors = context.get("vectors", sequences)
-            self.vectors += vectors
-            if (images := context.get("image_tokens")) is not None:
-                self.image_tokens += images
-                self.image_token_requests += 1
-            if (client := context.get("client_tokens")) is not None:
-                self.server_tokens_compared += tokens
-                self.client_tokens_compared += client
-            if good:
-                self.good_requests += 1
-                self.good_input_tokens += tokens
-        t = int(now)
-        second = self.per_second.get(t)
-        if second is None:  # the first request of a new second: trim here, not on every request
-            second = self.per_second[t] = [0, 0, 0, 0, 0]
-            self._trim(t)
-        second[0] += tokens
-        second[1] += 0 if failed else sequences
-        second[2] += nbytes
-        second[3] += sent
-        second[4] += vectors
-        timings = self.timings
-        timings["e2e"].add(e2e)
-        self.e2e_moments.add(e2e)
-        queue = context.get("queue_ms")
-        if queue is not None:
-            timings["queue"].add(queue)
-        if (ttfb := context.get("ttfb_ms")) is not None:
-            timings["ttfb"].add(ttfb)
-            timings["transfer"].add(max(e2e - ttfb - (queue or 0.0), 0.0))
-        if (server_queue := context.get("server_queue_ms")) is not None:
-            timings["server_queue"].add(server_queue)
-        if (inference := context.get("server_inference_ms")) is not None:
-            timings["server_inference"].add(inference)
-        self.first = now if self.first is None else self.first
-        self.last = now
+        log_request((self,), now, e2e, nbytes, failed, context, good)
 
     def merge(self, data: dict[str, Any]) -> None:
+        self._flush_second()  # the merged counts are not the open second's requests
         for key in COUNTERS:
             setattr(self, key, getattr(self, key) + data[key])
+        self._open_base = self._counts()
         for source, tokens in data["tokens_by_source"].items():
             self.tokens_by_source[source] += tokens
         for second, values in data["per_second"].items():
-            mine = self.per_second.setdefault(int(second), [0] * len(PER_SECOND))
+            mine = self._per_second.setdefault(int(second), [0] * len(PER_SECOND))
             for i, value in enumerate(values):
                 mine[i] += value
         for key, histogram in data["timings"].items():
@@ -222,36 +208,144 @@ class Entry:
         return sum(self.per_second.get(t, _ZEROS)[index] for t in seconds) / len(seconds) if seconds else 0.0
 
 
+def log_request(
+    entries: tuple[Entry, ...],
+    now: float,
+    e2e: float,
+    nbytes: int,
+    failed: bool,
+    context: RequestContext,
+    good: bool = False,
+) -> None:
+    """One request event into each of `entries` (its name's entry, and the total where one is kept).
+
+    This runs for every request, on the users' hub: the context is read and every timing bucketed
+    once, then only added into each entry (a local runner logs each request twice)."""
+    get = context.get
+    sent = get("request_bytes", 0)
+    sequences = context["sequences"]
+    retried = get("retried")
+    if failed:
+        tokens = vectors = 0
+    else:
+        tokens = get("input_tokens", 0)
+        source = get("token_source", "client-estimate")
+        vectors = get("vectors", sequences)
+        images = get("image_tokens")
+        client = get("client_tokens")
+    # Each timing bucketed once (keyed: its bucket and its value clamped), for every entry.
+    e2e_key, e2e_ms = keyed(e2e)
+    if (queue := get("queue_ms")) is not None:
+        queue_key, queue_ms = keyed(queue)
+    if (ttfb := get("ttfb_ms")) is not None:
+        ttfb_key, ttfb_ms = keyed(ttfb)
+        transfer_key, transfer_ms = keyed(max(e2e - ttfb - (queue or 0.0), 0.0))
+    if (server_queue := get("server_queue_ms")) is not None:
+        server_queue_key, server_queue_ms = keyed(server_queue)
+    if (inference := get("server_inference_ms")) is not None:
+        inference_key, inference_ms = keyed(inference)
+    t = int(now)
+    for entry in entries:
+        if t != entry._open_second:
+            entry._new_second(t)
+        entry.requests += 1
+        entry.bytes += nbytes
+        entry.sent_bytes += sent
+        if retried:
+            entry.retries += 1
+        if failed:
+            entry.failures += 1
+        else:
+            entry.input_tokens += tokens
+            entry.tokens_by_source[source] += tokens
+            entry.sequences += sequences
+            entry.vectors += vectors
+            if images is not None:
+                entry.image_tokens += images
+                entry.image_token_requests += 1
+            if client is not None:
+                entry.server_tokens_compared += tokens
+                entry.client_tokens_compared += client
+            if good:
+                entry.good_requests += 1
+                entry.good_input_tokens += tokens
+        timings = entry.timings
+        timings["e2e"].add_keyed(e2e_key, e2e_ms)
+        if queue is not None:
+            timings["queue"].add_keyed(queue_key, queue_ms)
+        if ttfb is not None:
+            timings["ttfb"].add_keyed(ttfb_key, ttfb_ms)
+            timings["transfer"].add_keyed(transfer_key, transfer_ms)
+        if server_queue is not None:
+            timings["server_queue"].add_keyed(server_queue_key, server_queue_ms)
+        if inference is not None:
+            timings["server_inference"].add_keyed(inference_key, inference_ms)
+        entry.e2e_moments.add(e2e)
+        if entry.first is None:
+            entry.first = now
+        entry.last = now
+
+
 class PoolingStats:
     """Per-name entries and their total, fed by request events, mergeable across workers."""
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.total = Entry(AGGREGATED)
-        self.keeps_total = True
-        """False on a worker: nobody reads its total, and its master adds the entries up itself, so a
-        request logs into its own entry only (half the collector's work per request, half the report)."""
+        self._targets: dict[str, tuple[Entry, ...]] = {}
+        """Name -> the entries its requests are logged into (its own, and the total): one lookup a request."""
+        self._keeps_total = True
         self.start_time = time.time()
         self.slo: Slo | None = None
         """The run's --slo (set from the options at start; kept through resets): goodput counts against it."""
 
+    @property
+    def keeps_total(self) -> bool:
+        """False on a worker: nobody reads its total, and its master adds the entries up itself, so a
+        request logs into its own entry only (half the collector's work per request, half the report)."""
+        return self._keeps_total
+
+    @keeps_total.setter
+    def keeps_total(self, keeps: bool) -> None:
+        self._keeps_total = keeps
+        self._targets.clear()
+
     def on_request(
-        self, name: str, response_time: float, response_length: int, exception: Any, context: RequestContext, **_: Any
+        self,
+        name: str,
+        response_time: float,
+        response_length: int,
+        exception: Any,
+        context: RequestContext,
+        request_type: str = "",
+        url: str = "",
+        start_time: float = 0.0,
+        response: Any = None,
+        **_: Any,
     ) -> None:
+        # Locust's other fields of the event are named (and unused) rather than left to **_: a dict of
+        # them made for every request cost more than a third of a microsecond.
         if "sequences" not in context:
             return  # a request of some other User class
-        now = time.time()
         failed = exception is not None
+        targets = self._targets.get(name)
+        if targets is None:
+            targets = self._targets_of(name)
+        slo = self.slo
+        good = not failed and slo is not None and slo.met(response_time, context)
+        log_request(targets, time.time(), response_time, response_length, failed, context, good)
+
+    def _targets_of(self, name: str) -> tuple[Entry, ...]:
+        """The entries a request of `name` is logged into, kept until the next reset."""
         entry = self.entries.get(name)
         if entry is None:
             entry = self.entries[name] = Entry(name)
-        good = not failed and self.slo is not None and self.slo.met(response_time, context)
-        entry.log(now, response_time, response_length, failed, context, good)
-        if self.keeps_total:
-            self.total.log(now, response_time, response_length, failed, context, good)
+        targets = self._targets[name] = (entry, self.total) if self._keeps_total else (entry,)
+        return targets
 
     def reset(self) -> None:
         self.entries.clear()
+        self._targets.clear()
         self.total = Entry(AGGREGATED)
         self.start_time = time.time()
 

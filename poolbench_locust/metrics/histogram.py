@@ -49,6 +49,19 @@ def bucket_key(ms: float) -> int:
     return (exponent << SUB_BUCKET_BITS) + int(mantissa * _SCALE)
 
 
+def keyed(ms: float, frexp: Any = math.frexp) -> tuple[int, float]:
+    """The bucket of a value and the value as a histogram's max takes it (clamped; 0.0 below LOWEST_MS,
+    which no max keeps): what `Histogram.add` computes, once for every histogram a value goes into
+    (the pooling stats log a request into its name's entry and into the total). `frexp` is a default
+    argument to make it a local: this runs for every timing of every request."""
+    if ms >= LOWEST_MS:
+        if ms > HIGHEST_MS:
+            ms = HIGHEST_MS
+        mantissa, exponent = frexp(ms)
+        return (exponent << SUB_BUCKET_BITS) + int(mantissa * _SCALE), ms
+    return ZERO_KEY, 0.0  # 0, below 1 µs, negative or NaN
+
+
 MAX_BUCKETS = bucket_key(HIGHEST_MS) - bucket_key(LOWEST_MS) + 2
 """32,455: the most buckets a histogram can hold, whatever it is fed (the keys between the lowest and
 the highest are consecutive, and the bucket of 0 is one more)."""
@@ -90,6 +103,14 @@ class Histogram:
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
         self.n += 1
+
+    def add_keyed(self, key: int, ms: float) -> None:
+        """`add` of a value already bucketed by `keyed` (its key and its clamped value)."""
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+        self.n += 1
+        if ms > self.max:
+            self.max = ms
 
     def _ranks(self) -> tuple[list[int], list[int]]:
         if not self._cumulative or self._cumulative[-1] != self.n:
