@@ -123,7 +123,10 @@ def _figures(runs: list[tuple[ClientRun, float]], body_bytes: float, by: str = "
         )
     median = statistics.median(r[by] for r in rounds)
     best = min(rounds, key=lambda f: abs(f[by] - median))
-    return {**best, by: median, "spread": spread([r[by] for r in rounds]), "rounds": rounds}
+    spreads = {
+        key: spread([r[key] for r in rounds]) for key in ("cpu_s_per_1000", "requests_per_s", "client_cpu_percent")
+    }
+    return {**best, by: median, "spread": spreads[by], "spreads": spreads, "rounds": rounds}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -143,14 +146,35 @@ def _run(client: Client, mock: Mock, case: Case, seconds: float, rate: float | N
     return run, (mock.cpu_seconds() - before) / seconds
 
 
+UNSTEADY_FIGURES = (
+    ("fixed_rate", "cpu_s_per_1000"),
+    ("closed_loop", "cpu_s_per_1000"),
+    ("closed_loop", "requests_per_s"),
+)
+"""The figures whose rounds are checked: CPU per request in both modes, requests/s at saturation."""
+
+
 def unsteady(clients: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each client and mode of a case whose rounds disagree by more than UNSTEADY of their median."""
-    return [
-        {"client": label, "mode": mode, "figure": by, "spread_percent": modes[mode]["spread"]["percent"]}
-        for label, modes in clients.items()
-        for mode, by in (("fixed_rate", "cpu_s_per_1000"), ("closed_loop", "requests_per_s"))
-        if mode in modes and len(modes[mode]["rounds"]) > 1 and not modes[mode]["spread"]["percent"] <= 100 * UNSTEADY
-    ]
+    """Each client, mode and figure of a case whose rounds disagree by more than UNSTEADY of their median,
+    with the client's CPU share over those rounds (when it moved, the process did not have its core)."""
+    found = []
+    for label, modes in clients.items():
+        for mode, figure in UNSTEADY_FIGURES:
+            if mode not in modes or len(modes[mode]["rounds"]) < 2:
+                continue
+            spreads = modes[mode]["spreads"]
+            if not spreads[figure]["percent"] <= 100 * UNSTEADY:  # NaN counts as unsteady
+                share = spreads["client_cpu_percent"]
+                found.append(
+                    {
+                        "client": label,
+                        "mode": mode,
+                        "figure": figure,
+                        "spread_percent": spreads[figure]["percent"],
+                        "client_cpu_percent": [share["min"], share["max"]],
+                    }
+                )
+    return found
 
 
 def orjson_ms(mock: Mock, payload: Payload) -> float:
@@ -258,6 +282,7 @@ def report(r: dict) -> str:
                     label,
                     f"{c['requests_per_s']:.0f}",
                     _spread(c["spread"], ".0f"),
+                    _spread(c["spreads"]["cpu_s_per_1000"], ".3f"),
                     f"{c['mb_per_s']:.1f}",
                     f"{c['client_cpu_percent']:.0f}",
                     f"{c['mock_cpu_percent']:.0f}",
@@ -285,10 +310,13 @@ def report(r: dict) -> str:
             )
     for c in r["cases"]:
         for u in c.get("unsteady", ()):
-            mode = "CPU s / 1000 at the fixed rate" if u["mode"] == "fixed_rate" else "closed-loop req/s"
+            what = "CPU s / 1000" if u["figure"] == "cpu_s_per_1000" else "req/s"
+            mode = "at the fixed rate" if u["mode"] == "fixed_rate" else "in the closed loop"
+            low, high = u["client_cpu_percent"]
             verdicts.append(
-                f"UNSTEADY: {u['client']} on {c['key']}: its rounds' {mode} differ by {u['spread_percent']:g} % "
-                f"of their median (more than {100 * r.get('unsteady_limit', UNSTEADY):g} %): take that median with care"
+                f"UNSTEADY: {u['client']} on {c['key']}: its rounds' {what} {mode} differ by {u['spread_percent']:g} % "
+                f"of their median (more than {100 * r['unsteady_limit']:g} %; its CPU share {low:g}..{high:g} % of "
+                "a core): take that median with care"
             )
     rcvbuf = r["receive_buffer"]
     return "\n".join(
@@ -330,6 +358,7 @@ def _closed_loop_table(r: dict, rows: list[list[str]]) -> str:
                     "client",
                     "req/s",
                     "min..max (spread)",
+                    "CPU s / 1000 min..max (spread)",
                     "MB/s",
                     "client CPU %",
                     "mock CPU %",
