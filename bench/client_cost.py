@@ -1,7 +1,7 @@
 """Client cost: CPU seconds per 1,000 requests of the load-generating process, and what one process sustains.
 
     python bench/client_cost.py [--seconds 7] [--max-seconds 6] [--rounds 3] [--only small,large,bytes]
-                                [--clients poolbench,fast,orjson] [--baseline DIR]
+                                [--clients poolbench,fast,simdjson,orjson] [--baseline DIR]
 
 Each client is its own process against the bundled mock server (its own process, no delays), and
 takes its own CPU time from the OS (getrusage, utime + stime) over a window that opens 2 s into the
@@ -12,6 +12,18 @@ single runs); then closed-loop with 32 requests in flight, for the most one proc
 times the same way (the round of median requests/s counts). One process uses
 one core at most (Locust and asyncio are single-threaded); where the client's share of its core
 stays below 100 %, the mock server was the limit, and `per core` projects the figure to a full core.
+
+Every figure is the median of the rounds with their spread (min..max, and max - min as a percentage of
+the median); a client whose rounds of a case differ by more than 30 % of their median is named in an
+UNSTEADY line. The JSON answers are measured against two floors: a plain FastHttpUser that only reads the
+body, and one that also parses it with simdjson (every number and the structure checked, no Python
+objects built: bench/plain_locustfile.py's FastSimdjson), beside one that parses it with orjson.
+
+Every Locust client's connections get the same fixed receive buffer (SO_RCVBUF of RECEIVE_BUFFER, 4 MB,
+before connect): with the kernel's autotuning, large answers filled the client's window several times
+each and a plain FastHttpUser's CPU per request moved between rounds with the buffer's history
+(bench/common.py's pin_receive_buffer says what was measured). vLLM's client and the aiohttp loop keep
+the kernel's default.
 
 `--baseline DIR` measures a second checkout of poolbench-locust (say main's, from `git archive main | tar -x -C
 DIR`) beside this one, in the same rounds: a change's before and after, side by side in one run.
@@ -38,7 +50,9 @@ from bench.common import (
     FAST,
     FAST_JSON,
     FAST_ORJSON,
+    FAST_SIMDJSON,
     POOLBENCH,
+    RECEIVE_BUFFER,
     REQUESTS,
     ROOT,
     Client,
@@ -67,18 +81,25 @@ class Case:
     users: int
     """Locust users sharing the fixed rate (constant_throughput of rate / users each)."""
     target: float | None = None
-    """The most poolbench-locust may cost against FastHttpUser reading the same body (issue 22); None: no
-    worse than the baseline, when one is measured."""
+    """The most poolbench-locust may cost against FastHttpUser reading the same body (issue 33); None: no
+    worse than the baseline (--baseline), not judged without one."""
+    default: bool = True
+    """Measured when --only is not given."""
 
 
 CASES = (
-    Case("small", "small JSON: 1 x 384 float", Payload("float", 1, 384, words=16), 200, 8, 1.15),
-    Case("large", "large JSON: 64 x 1024 float", Payload("float", 64, 1024, words=16), 25, 8, 1.2),
+    Case("small", "small JSON: 1 x 384 float", Payload("float", 1, 384, words=16), 200, 8, 1.00),
+    Case("large", "large JSON: 64 x 1024 float", Payload("float", 64, 1024, words=16), 25, 8, 2.0),
     Case("base64", "base64 JSON: 64 x 1024 float32", Payload("base64", 64, 1024, words=16), 60, 8),
-    Case("bytes", "bytes: 64 x 4096 float32 (1 MB)", Payload("bytes", 64, 4096, words=16), 60, 8),
+    Case("bytes", "bytes: 64 x 1024 float32", Payload("bytes", 64, 1024, words=16), 60, 8, 0.70),
     Case("rerank", "rerank: 64 documents", Payload("float", 64, 0, words=16, route="/rerank"), 100, 8),
     Case("score", "score: 64 documents", Payload("float", 64, 0, words=16, route="/score"), 100, 8),
+    # issue 22's bytes case (1 MB answers), kept for comparison with its figures: --only bytes_1mb
+    Case("bytes_1mb", "bytes: 64 x 4096 float32 (1 MB)", Payload("bytes", 64, 4096, words=16), 60, 8, default=False),
 )
+UNSTEADY = 0.30
+"""A client's rounds of a case disagree when (max - min) / median of them exceeds this."""
+SPREAD_COLUMNS = ("CPU s / 1000 (median)", "min..max (spread)")
 BINARY = ("bytes", "bytes_only")
 
 
@@ -102,15 +123,58 @@ def _figures(runs: list[tuple[ClientRun, float]], body_bytes: float, by: str = "
         )
     median = statistics.median(r[by] for r in rounds)
     best = min(rounds, key=lambda f: abs(f[by] - median))
-    return {**best, by: median, "rounds": rounds}
+    spreads = {
+        key: spread([r[key] for r in rounds]) for key in ("cpu_s_per_1000", "requests_per_s", "client_cpu_percent")
+    }
+    return {**best, by: median, "spread": spreads[by], "spreads": spreads, "rounds": rounds}
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """The rounds' figures around their median: min, max and (max - min) as a percentage of the median."""
+    median = statistics.median(values)
+    lo, hi = min(values), max(values)
+    return {"min": lo, "max": hi, "percent": round(100 * (hi - lo) / median, 1) if median else float("nan")}
 
 
 def _run(client: Client, mock: Mock, case: Case, seconds: float, rate: float | None) -> tuple[ClientRun, float]:
     """One run, and the mock server's CPU share over its `seconds` of load."""
     before = mock.cpu_seconds()
     users = case.users if rate else CLOSED_LOOP_USERS
-    run = run_client(client, mock.url, case.payload, seconds, users=users, rate=rate, warmup=WARMUP)
+    run = run_client(
+        client, mock.url, case.payload, seconds, users=users, rate=rate, warmup=WARMUP, receive_buffer=RECEIVE_BUFFER
+    )
     return run, (mock.cpu_seconds() - before) / seconds
+
+
+UNSTEADY_FIGURES = (
+    ("fixed_rate", "cpu_s_per_1000"),
+    ("closed_loop", "cpu_s_per_1000"),
+    ("closed_loop", "requests_per_s"),
+)
+"""The figures whose rounds are checked: CPU per request in both modes, requests/s at saturation."""
+
+
+def unsteady(clients: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each client, mode and figure of a case whose rounds disagree by more than UNSTEADY of their median,
+    with the client's CPU share over those rounds (when it moved, the process did not have its core)."""
+    found = []
+    for label, modes in clients.items():
+        for mode, figure in UNSTEADY_FIGURES:
+            if mode not in modes or len(modes[mode]["rounds"]) < 2:
+                continue
+            spreads = modes[mode]["spreads"]
+            if not spreads[figure]["percent"] <= 100 * UNSTEADY:  # NaN counts as unsteady
+                share = spreads["client_cpu_percent"]
+                found.append(
+                    {
+                        "client": label,
+                        "mode": mode,
+                        "figure": figure,
+                        "spread_percent": spreads[figure]["percent"],
+                        "client_cpu_percent": [share["min"], share["max"]],
+                    }
+                )
+    return found
 
 
 def orjson_ms(mock: Mock, payload: Payload) -> float:
@@ -132,14 +196,16 @@ def measure(
     seconds: float, max_seconds: float, rounds: int, only: set[str], kinds: set[str], baseline: Path | None
 ) -> dict[str, Any]:
     aiohttp_clients, vllm_note = vllm_clients() if "vllm" in kinds else ([], "not measured (--clients)")
-    named = {"poolbench": [POOLBENCH], "fast": [FAST], "orjson": [FAST_ORJSON], "json": [FAST_JSON]}
+    named = {"poolbench": [POOLBENCH], "fast": [FAST], "orjson": [FAST_ORJSON], "simdjson": [FAST_SIMDJSON]}
+    named |= {"json": [FAST_JSON]}
     named |= {"requests": [REQUESTS], "vllm": aiohttp_clients}
     every = [c for kind, clients in named.items() if kind in kinds for c in clients]
     base = Client(f"poolbench-locust at {baseline.name}", "poolbench", str(baseline)) if baseline else None
     if base is not None:
         every.insert(1, base)
-    json_only = (FAST_ORJSON, FAST_JSON)
+    json_only = (FAST_ORJSON, FAST_SIMDJSON, FAST_JSON)
     results = []
+    kernel_rcvbuf: set[int] = set()
     with Mock() as mock:
         for case in CASES:
             if case.key not in only:
@@ -156,6 +222,7 @@ def measure(
             for i in range(rounds if max_seconds > 0 else 0):  # --max-seconds 0: no closed-loop runs
                 for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
                     most[client.label].append(_run(client, mock, case, max_seconds, None))
+            kernel_rcvbuf |= {r.receive_buffer for runs in (*fixed.values(), *most.values()) for r, _ in runs}
             stats = mock.stats()  # every answer of a case has the same body
             body_bytes = stats["bytes_sent"] / max(stats["ok"], 1)
             entry: dict[str, Any] = {"key": case.key, "payload": case.label, "rate": case.rate}
@@ -169,14 +236,19 @@ def measure(
             others = [v for k, v in cost.items() if k.startswith(("vLLM", "aiohttp"))]
             entry["vs_fast"] = round(mine / fast, 2)
             entry["target"] = case.target
-            met = all(mine < o for o in others)
+            met: bool | None = all(mine < o for o in others)
             if base is not None:
                 entry["baseline_vs_fast"] = round(cost[base.label] / fast, 2)
                 met = met and (case.target is not None or entry["vs_fast"] <= entry["baseline_vs_fast"])
+            elif case.target is None:
+                met = None  # no worse than the baseline: nothing to judge without one
             entry["target_met"] = met and (case.target is None or mine <= case.target * fast)
+            if FAST_SIMDJSON.label in cost:  # the other floor: the body read and validated whole by simdjson
+                entry["vs_fast_simdjson"] = round(mine / cost[FAST_SIMDJSON.label], 2)
             if FAST_ORJSON.label in cost:  # the same work as ours: the body read and parsed with orjson
                 entry["vs_fast_orjson"] = round(mine / cost[FAST_ORJSON.label], 2)
                 entry["orjson_loads_ms"] = orjson_ms(mock, case.payload)
+            entry["unsteady"] = unsteady(entry["clients"])
             results.append(entry)
     return {
         "seconds": seconds,
@@ -184,6 +256,8 @@ def measure(
         "rounds": rounds,
         "warmup": WARMUP,
         "closed_loop_users": CLOSED_LOOP_USERS,
+        "unsteady_limit": UNSTEADY,
+        "receive_buffer": {"asked": RECEIVE_BUFFER, "set": sorted(x for x in kernel_rcvbuf if x is not None)},
         "vllm": vllm_note,
         "cases": results,
     }
@@ -199,7 +273,7 @@ def report(r: dict) -> str:
             each = " ".join(f"{x['cpu_s_per_1000']:.3f}" for x in f["rounds"])
             failures = sum(x["failures"] for x in f["rounds"])
             row = [case["key"], label, f"{case['rate']:g}", f"{achieved:g}{short}", failures, each]
-            cost_rows.append([*row, f"{f['cpu_s_per_1000']:.3f}"])
+            cost_rows.append([*row, f"{f['cpu_s_per_1000']:.3f}", _spread(f["spread"], ".3f")])
             if c is None:
                 continue
             max_rows.append(
@@ -207,6 +281,8 @@ def report(r: dict) -> str:
                     case["key"],
                     label,
                     f"{c['requests_per_s']:.0f}",
+                    _spread(c["spread"], ".0f"),
+                    _spread(c["spreads"]["cpu_s_per_1000"], ".3f"),
                     f"{c['mb_per_s']:.1f}",
                     f"{c['client_cpu_percent']:.0f}",
                     f"{c['mock_cpu_percent']:.0f}",
@@ -217,22 +293,39 @@ def report(r: dict) -> str:
     verdicts = []
     for c in r["cases"]:
         before = f", baseline {c['baseline_vs_fast']:.2f}" if "baseline_vs_fast" in c else ""
-        goal = f"<= {c['target']:g}" if c["target"] is not None else "no worse than the baseline"
+        goal = f"<= {c['target']:.2f}" if c["target"] is not None else "no worse than the baseline"
+        judged = {True: "met", False: "NOT met", None: "not judged (no --baseline)"}[c["target_met"]]
         verdicts.append(
-            f"{c['payload']}: poolbench-locust / FastHttpUser = {c['vs_fast']:.2f}{before} "
-            f"(target {goal} and below vLLM's client): {'met' if c['target_met'] else 'NOT met'}"
+            f"{c['payload']}: poolbench-locust / FastHttpUser (reads body) = {c['vs_fast']:.2f}{before} "
+            f"(target {goal} and below vLLM's client): {judged}{_saturation(c)}"
         )
+        if "vs_fast_simdjson" in c:
+            verdicts.append(
+                f"  / FastHttpUser + simdjson parse (reads body, validates it whole) = {c['vs_fast_simdjson']:.2f}"
+            )
         if "vs_fast_orjson" in c:
             verdicts.append(
                 f"  / FastHttpUser + orjson.loads = {c['vs_fast_orjson']:.2f}; orjson.loads alone takes "
                 f"{c['orjson_loads_ms']:.3f} ms of CPU per answer"
             )
+    for c in r["cases"]:
+        for u in c.get("unsteady", ()):
+            what = "CPU s / 1000" if u["figure"] == "cpu_s_per_1000" else "req/s"
+            mode = "at the fixed rate" if u["mode"] == "fixed_rate" else "in the closed loop"
+            low, high = u["client_cpu_percent"]
+            verdicts.append(
+                f"UNSTEADY: {u['client']} on {c['key']}: its rounds' {what} {mode} differ by {u['spread_percent']:g} % "
+                f"of their median (more than {100 * r['unsteady_limit']:g} %; its CPU share {low:g}..{high:g} % of "
+                "a core): take that median with care"
+            )
+    rcvbuf = r["receive_buffer"]
     return "\n".join(
         [
+            f"Locust clients' SO_RCVBUF: {rcvbuf['asked']} asked, {', '.join(map(str, rcvbuf['set'])) or '?'} set",
             f"CPU seconds per 1,000 requests at a fixed rate ({r['rounds']} rounds of {r['seconds']:g} s runs, "
             f"window after {r['warmup']:g} s)",
             table(
-                ["payload", "client", "rate", "achieved (min)", "failures", "each round", "CPU s / 1000 (median)"],
+                [*("payload", "client", "rate", "achieved (min)", "failures", "each round"), *SPREAD_COLUMNS],
                 cost_rows,
             ),
             *verdicts,
@@ -242,13 +335,36 @@ def report(r: dict) -> str:
     )
 
 
+def _spread(s: dict[str, float], form: str) -> str:
+    return f"{s['min']:{form}}..{s['max']:{form}} ({s['percent']:g} %)"
+
+
+def _saturation(c: dict[str, Any]) -> str:
+    """Closed-loop requests/s of one process, poolbench-locust's and the plain FastHttpUser's, where measured."""
+    loop = {label: m["closed_loop"]["requests_per_s"] for label, m in c["clients"].items() if "closed_loop" in m}
+    if POOLBENCH.label not in loop or FAST.label not in loop:
+        return ""
+    return f"; saturated, one process: {loop[POOLBENCH.label]:.0f} against {loop[FAST.label]:.0f} req/s"
+
+
 def _closed_loop_table(r: dict, rows: list[list[str]]) -> str:
     return "\n".join(
         [
             f"Closed loop, most one process sustains ({r['closed_loop_users']} in flight, median of {r['rounds']} "
             f"{r['max_seconds']:g} s runs; per core: req/s / client CPU share)",
             table(
-                ["payload", "client", "req/s", "MB/s", "client CPU %", "mock CPU %", "req/s per core", "MB/s per core"],
+                [
+                    "payload",
+                    "client",
+                    "req/s",
+                    "min..max (spread)",
+                    "CPU s / 1000 min..max (spread)",
+                    "MB/s",
+                    "client CPU %",
+                    "mock CPU %",
+                    "req/s per core",
+                    "MB/s per core",
+                ],
                 rows,
             ),
         ]
@@ -260,9 +376,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=7, help="run time of each fixed-rate run")
     parser.add_argument("--max-seconds", type=float, default=6, help="run time of each closed-loop run (0: none)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per client and mode (the median counts)")
-    keys = ",".join(c.key for c in CASES)
-    parser.add_argument("--only", default=keys, help=f"payloads: {keys}")
-    kinds = "poolbench,fast,orjson,json,requests,vllm"
+    keys = ",".join(c.key for c in CASES if c.default)
+    more = ",".join(c.key for c in CASES if not c.default)
+    parser.add_argument("--only", default=keys, help=f"payloads: {keys} (default), {more}")
+    kinds = "poolbench,fast,simdjson,orjson,json,requests,vllm"
     parser.add_argument("--clients", default=kinds, help=f"clients: {kinds} (FastHttpUser always)")
     parser.add_argument("--baseline", type=Path, help="another poolbench-locust checkout to measure beside this one")
     args = parser.parse_args()

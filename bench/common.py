@@ -34,6 +34,9 @@ PYTHON = sys.executable
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 MOCK_PREFIX = "poolbench-mock listening on "
 EMBEDDINGS = "/v1/embeddings"
+RECEIVE_BUFFER = 4 * 1024 * 1024
+"""SO_RCVBUF the Locust clients' connections ask for when a bench pins it (run_client's receive_buffer):
+larger than any answer measured, so no answer fills the receiver's window (see pin_receive_buffer)."""
 
 
 # ---------------------------------------------------------------- the mock server, in its own process
@@ -224,6 +227,7 @@ FAST_STREAM = Client("FastHttpUser stream=True", "locust", "FastStream")
 FAST = Client("FastHttpUser (reads body)", "locust", "FastBuffered")
 FAST_JSON = Client("FastHttpUser + resp.json()", "locust", "FastJson")
 FAST_ORJSON = Client("FastHttpUser + orjson.loads", "locust", "FastOrjson")
+FAST_SIMDJSON = Client("FastHttpUser + simdjson parse", "locust", "FastSimdjson")
 REQUESTS = Client("HttpUser (requests)", "locust", "Requests")
 
 
@@ -247,6 +251,8 @@ class ClientRun:
     finished: Finished
     peak_rss_mb: float | None = None
     """The client process's own peak RSS (VmHWM of its own memory), where it reported it; see own_peak_rss_mb."""
+    receive_buffer: int | None = None
+    """SO_RCVBUF of the client's connections as the kernel set it, where the bench pinned it."""
 
 
 def run_client(
@@ -259,8 +265,13 @@ def run_client(
     rate: float | None = None,
     warmup: float = 0.0,
     record: bool = False,
+    receive_buffer: int | None = None,
 ) -> ClientRun:
-    """Run one client process against `url`: `users` closed loops, or `rate` requests/s in all."""
+    """Run one client process against `url`: `users` closed loops, or `rate` requests/s in all.
+
+    `receive_buffer`: the SO_RCVBUF of a Locust client's connections (pin_receive_buffer); None leaves
+    the kernel's autotuning. vLLM's client and the aiohttp loop are not pinned (aiohttp sets no buffer).
+    """
     with body_file(payload.body()) as body:
         if client.kind == "aiohttp":
             with tempfile.TemporaryDirectory() as tmp:
@@ -281,6 +292,8 @@ def run_client(
             env["PYTHONPATH"] = os.pathsep.join([str(tree), CHILD_ENV["PYTHONPATH"]])
         if rate:
             env["BENCH_USER_RATE"] = f"{rate / users:g}"
+        if receive_buffer:
+            env["BENCH_RCVBUF"] = str(receive_buffer)
         load = ["-u", str(users), "-r", str(users), "--host", url]
         if client.kind == "poolbench":
             r = run_locust(
@@ -302,7 +315,8 @@ def run_client(
                 warmup=warmup,
                 record=record,
             )
-    return ClientRun(r.probe.get("samples", []), r.probe.get("window") or {}, r.finished, r.probe.get("peak_rss_mb"))
+    samples, window_, rss = r.probe.get("samples", []), r.probe.get("window") or {}, r.probe.get("peak_rss_mb")
+    return ClientRun(samples, window_, r.finished, rss, r.probe.get("receive_buffer"))
 
 
 # ---------------------------------------------------------------- inside a Locust process
@@ -318,6 +332,7 @@ def probe() -> None:
     out = os.environ.get("BENCH_PROBE_OUT")
     if not out:
         return
+    pinned = pin_receive_buffer(int(os.environ.get("BENCH_RCVBUF") or 0))
     import resource
 
     import gevent
@@ -366,7 +381,44 @@ def probe() -> None:
     @events.quitting.add_listener
     def on_quit(environment: Any, **_: Any) -> None:
         report = {"window": window(marks), "samples": samples, "peak_rss_mb": own_peak_rss_mb()}
+        report["receive_buffer"] = pinned[0] if pinned else None
         Path(out).write_text(json.dumps(report))
+
+
+def pin_receive_buffer(size: int) -> list[int]:
+    """Give every connection geventhttpclient opens in this process an SO_RCVBUF of `size` (0: leave it);
+    returns a list that takes the size the kernel set on the first one (it doubles what is asked, up to
+    twice net.core.rmem_max).
+
+    Why: with the kernel's autotuned receive buffer, a 691 kB answer on loopback filled the client's
+    window 2.4 to 5 times per answer (TcpExt TCPToZeroWindowAdv; 7 to 12 pure ACKs per answer), so the
+    sender stalled and was restarted by the client's window updates, whose processing, and the sending
+    they release, the kernel runs in the client's system call and charges to the client. How far the
+    buffer has grown depends on each connection's history, and a plain FastHttpUser's CPU per request
+    on large bodies moved between rounds (0.59 to 1.17 ms in 9 closed-loop runs of a throwaway client).
+    With 4 MB asked (before connect, which fixes the window scale), no window filled (0.0 per answer,
+    1 pure ACK) and 12 runs stayed within 0.98 to 1.06 ms: every client is measured with the same buffer,
+    and the figures measure the client, not the buffer's history. The mock writes a body in one
+    sendall already; its SO_SNDBUF changed nothing (the windows still filled).
+    """
+    got: list[int] = []
+    if size <= 0:
+        return got
+    import socket
+
+    from geventhttpclient.connectionpool import ConnectionPool
+
+    create = ConnectionPool._create_tcp_socket
+
+    def create_pinned(self: ConnectionPool, family: int, socktype: int, protocol: int) -> Any:
+        sock = create(self, family, socktype, protocol)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        if not got:
+            got.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        return sock
+
+    ConnectionPool._create_tcp_socket = create_pinned  # type: ignore[method-assign]
+    return got
 
 
 def own_peak_rss_mb() -> float | None:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import orjson
+import simdjson
 from locust import FastHttpUser, HttpUser, constant, constant_throughput, task
 
 from bench.common import EMBEDDINGS, probe
@@ -49,6 +50,27 @@ class FastOrjson(FastHttpUser):
     @task
     def embed(self) -> None:
         orjson.loads(self.client.post(ROUTE, data=BODY, headers=HEADERS).content)
+
+
+class FastSimdjson(FastHttpUser):
+    """FastHttpUser reading the body and parsing it with simdjson, as a locustfile that checks answers would.
+
+    One `simdjson.Parser` per user, reused for every answer: `parse(content)` copies the body into the
+    parser's padded buffer and builds simdjson's tape of the whole document, so the JSON structure, the
+    UTF-8 of every string and every number are checked and converted (a malformed body raises). It builds
+    no Python objects: no lists, dicts or floats, and it reads no field of the answer (no count of the
+    vectors, no dimensions, no token counts); the lazy proxy it returns is dropped at once, so the parser
+    can take the next answer. The floor of a client that validates a JSON answer without keeping it.
+    """
+
+    wait_time = WAIT
+
+    def on_start(self) -> None:
+        self.parser = simdjson.Parser()
+
+    @task
+    def embed(self) -> None:
+        self.parser.parse(self.client.post(ROUTE, data=BODY, headers=HEADERS).content)
 
 
 class FastStream(FastHttpUser):

@@ -3,10 +3,16 @@ options from the command line, BENCH_USER_RATE (requests/s per user) as a consta
 back to back."""
 
 import os
+import sys
+from pathlib import Path
 
 from locust import constant, constant_throughput
 
-import poolbench_locust as pb
+import poolbench_locust as pb  # the checkout measured: a --baseline run puts its tree first on sys.path
+
+# This checkout's bench.common whichever tree poolbench_locust comes from: its probe pins the receive buffer
+# (pin_receive_buffer), and a baseline's older bench.common would leave the baseline unpinned.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import probe
 
 RATE = os.environ.get("BENCH_USER_RATE")
