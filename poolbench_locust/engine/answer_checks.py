@@ -41,9 +41,10 @@ VECTOR_HEAD_LIMIT = 1 << 20
 first vector of a terabyte, or a bytes_only answer whose dimension is not known yet, keeps no more."""
 
 
-LAZY_FROM_BYTES = 32 * 1024
-"""Float answers from this size on are read by lazyjson, which builds no number it only counts; below it,
-orjson's objects cost less than simdjson's proxies (bench/json_readers.py)."""
+LAZY_FROM_BYTES = 0 if lazyjson.SCANS else 32 * 1024
+"""Float answers from this size on are read by lazyjson, which builds no number it only counts. With its C
+pass, every one; with simdjson alone, from 32 kB: below it orjson's objects cost less than simdjson's
+proxies (bench/json_readers.py)."""
 
 
 def check_json(
