@@ -160,6 +160,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self.wire_bytes = 0
         self._final_seen = False
         self._broken = False
+        self._dropping = False
+        self.kept_head = bytearray()
+        self._head_wanted = 0
         exchange.response = self
         super().__init__(sock, pool, **kw)
 
@@ -214,9 +217,21 @@ class BoundedResponse(HTTPSocketPoolResponse):
             raise ProtocolError(SECOND_RESPONSE)
         super()._on_message_begin()
 
+    def drop_body(self, head: int) -> None:
+        """From now on the body's bytes are counted and dropped, not appended to the response's buffer,
+        but for its first `head` bytes (`kept_head`, with what was buffered already)."""
+        buffered = self._body_buffer
+        self.kept_head = bytearray(buffered[:head])
+        self._head_wanted = head
+        del buffered[:]
+        self._dropping = True
+
     def _on_body(self, buf: bytearray) -> None:
         self.body_bytes += len(buf)
-        super()._on_body(buf)
+        if not self._dropping:
+            super()._on_body(buf)
+        elif (missing := self._head_wanted - len(self.kept_head)) > 0:
+            self.kept_head += buf[:missing]
 
 
 GATHER_FROM_BYTES = 64 * 1024
