@@ -145,14 +145,18 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
 
 @pytest.mark.heavy
 def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
-    """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s."""
+    """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s.
+
+    Probes of 6 s: near the knee the queue takes seconds to reach its steady state, and a 3 s probe that
+    starts from a calmer one passed at 168.75/s (99.0 %) where the steady state meets 94.5 % (twice in the full
+    suite, once the client got cheaper: issue 33)."""
     computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
     assert 145 < computed < 160
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "3"),
+            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "6"),
             *("--server-metrics-interval", "0.5"),  # its /metrics: the requests waiting for a slot
         )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -174,7 +178,7 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     # longer where the rate overloaded it than at the first probe
     waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
     assert f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}" in answer
-    assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 10
+    assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 5
     # the chart of the probes beside the CSV: attainment and p99 against the rate, every probe marked
     image = (tmp_path / "cap_capacity.svg").read_text()
     assert "Capacity: attainment" in image and "Capacity: E2E p99" in image and "SLO e2e_ms=60" in image
