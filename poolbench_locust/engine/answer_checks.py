@@ -230,12 +230,21 @@ def _built(value: Any) -> Any:
     return value.values() if isinstance(value, Numbers) else value
 
 
-def metadata(headers: Any) -> dict[str, Any]:
+def metadata(headers: Any, *, each_item: bool = False) -> dict[str, Any]:
+    """The `metadata` header's JSON. Its `data` may be a `lazyjson.Offsets` (its length, its first item and the
+    sum of end - start over all) unless `each_item` asks for every item as a dict (token-level shapes)."""
     raw = headers.get(METADATA_HEADER)
     if raw is None:
         raise BadResponse("no metadata header in the bytes answer (use bytes_only for servers that send none)")
     if not isinstance(raw, str):
         raise BadResponse("metadata header sent more than once")
+    if not each_item:
+        try:
+            text = raw.encode()
+        except UnicodeEncodeError:  # a lone surrogate: orjson refuses it below
+            text = None
+        if text is not None and (meta := lazyjson.offsets(text)) is not None:
+            return meta
     try:
         meta = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -276,10 +285,13 @@ def check_bytes(
     items = meta["data"]
     if settings.validate:
         _expect_items(len(items), req, "embeddings in metadata")
-        try:
-            described = sum(int(item["end"]) - int(item["start"]) for item in items)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise BadResponse("metadata items lack integer start/end offsets") from None
+        if type(items) is lazyjson.Offsets:  # added up in C, each a JSON integer
+            described = items.described
+        else:
+            try:
+                described = sum(int(item["end"]) - int(item["start"]) for item in items)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise BadResponse("metadata items lack integer start/end offsets") from None
         if described != body.size:
             raise BadResponse("metadata offsets do not match the body: bytes received differ from sum of end - start")
         if rows is not None:

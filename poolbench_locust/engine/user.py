@@ -357,7 +357,7 @@ class EndpointUser(FastHttpUser):
         width = DTYPE_SIZES[settings.embed_dtype]
         if settings.encoding_format == "bytes":
             try:
-                meta = answer_checks.metadata(resp.headers)
+                meta = answer_checks.metadata(resp.headers, each_item=plan.token_rows is not None)
             except BadResponse as e:  # still a whole request: its time and bytes include the body
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
             head = answer_checks.first_vector_size(meta) if settings.check_vectors else 0
