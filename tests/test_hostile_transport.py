@@ -322,6 +322,31 @@ def test_a_server_closing_every_connection_after_its_answer_causes_no_failure():
     assert stats.total.retries == sum(1 for e in run.events if e["context"].get("retried"))
 
 
+@pytest.mark.parametrize("idle", ["close", "stray bytes"])
+def test_an_idle_connection_closed_or_written_to_is_not_reused(idle):
+    """The pool's question before it hands out an idle connection (engine/transport.py `_open_and_quiet`): one
+    whose server closed it or sent bytes while it was idle goes to no request; the next one opens a fresh
+    connection, with no resend and no failure."""
+
+    def handler(sock: socket.socket, _conn: int) -> None:
+        if read_request(sock) is None:
+            return
+        sock.sendall(response(200, VALID_EMBEDDING))
+        if idle == "stray bytes":
+            gevent.sleep(0.03)  # after the client read the answer: the connection is idle in the pool
+            sock.sendall(response(200, VALID_EMBEDDING))  # a second answer no request asked for
+            gevent.sleep(2)  # and the connection stays open
+
+    with HostileServer(handler) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        for _ in range(3):
+            event = run.one()
+            assert failure_text(event) == ""
+            assert not event["context"].get("retried"), "found out before the request was sent, not resent"
+            gevent.sleep(0.1)  # the FIN or the bytes arrive while the connection is idle
+        assert server.connections == 3
+
+
 def test_no_resend_once_a_response_byte_came():
     def handler(sock: socket.socket, _conn: int) -> None:
         read_request(sock)
