@@ -641,6 +641,31 @@ def test_a_large_request_body_arrives_whole_and_in_order(tmp_path, tls):
     assert len(received) == 3 and all(len(body) >= 64 * 1024 and body in sent for body in received)
 
 
+def test_a_request_the_socket_takes_in_parts_is_sent_whole_and_in_order():
+    """engine/transport.py `_send`: one send for a request that fits the socket's buffer, and the rest by
+    sendall where it did not (a small send buffer, a server that reads slowly)."""
+    from gevent import socket as gsocket
+
+    from poolbench_locust.engine.transport import _send
+
+    data = bytes(range(256)) * 1024  # 256 KiB, far past the send buffer below
+    client, server = gsocket.socketpair()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    got = bytearray()
+
+    def read_slowly() -> None:
+        while len(got) < len(data):
+            got.extend(server.recv(8192))
+            gevent.sleep(0.0005)
+
+    reader = gevent.spawn(read_slowly)
+    _send(client, data)
+    reader.join(timeout=10)
+    client.close()
+    server.close()
+    assert bytes(got) == data
+
+
 def test_each_request_carries_its_own_content_length_and_the_same_headers():
     """The engine builds a plan's request head once and changes only its Content-Length: requests of
     different lengths must each announce their own, with every other header line as the first had."""

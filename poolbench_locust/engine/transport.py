@@ -254,6 +254,15 @@ def _send_gathered(sock: Any, head: bytes, body: Any) -> None:
         sock.sendall(memoryview(body)[rest:])
 
 
+def _send(sock: Any, data: bytes) -> None:
+    """sendall, but a request that fits the socket's buffer (all but a large image body) leaves in one send:
+    gevent's sendall asks the kernel for SO_SNDBUF and sets up its deadline bookkeeping on every call (py-spy:
+    as much again as the send itself). gevent's send waits while the buffer is full; the rest goes by sendall."""
+    sent = sock.send(data)
+    if sent < len(data):
+        sock.sendall(memoryview(data)[sent:])
+
+
 _PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 
 
@@ -349,7 +358,7 @@ class EngineClient(HTTPClient):
             if isinstance(wire, tuple):
                 _send_gathered(sock, *wire)
             else:
-                sock.sendall(wire)
+                _send(sock, wire)
         except OSError as e:
             if e.errno not in (errno.ECONNRESET, errno.EPIPE):
                 self._connection_pool.release_socket(sock)
