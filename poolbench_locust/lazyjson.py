@@ -19,6 +19,9 @@ reading of that span, on first use). It is conservative: where it is unsure (any
 and a few bodies orjson accepts: a mixed array, a long integer, a huge exponent, a repeated key, deep
 nesting) it says so and simdjson then orjson read the body as above. It is built at install with the
 machine's C compiler; where none was found, simdjson alone reads.
+
+The same pass reads the `metadata` header of a `bytes` answer (`offsets`): one object per input there,
+whose `end - start` it adds up without building them; where it is unsure, orjson reads the header.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from poolbench_locust import lazyjson
 from poolbench_locust.engine import answer_checks
 from poolbench_locust.engine.body import BadResponse, Body
 from poolbench_locust.options import Settings
+from tests.support.one_edit import one_edit
 
 pytestmark = pytest.mark.skipif(not lazyjson.SCANS, reason="the C pass was not built (no C compiler)")
 
@@ -161,18 +162,7 @@ GARBLE = list('0123456789.eE+-,:[]{}" \tNa\\\u00e9\x00tfn')
 @given(st.integers(0, 6), st.data())
 def test_a_garbled_metadata_is_judged_as_on_orjsons_reading(items, data):
     """Any metadata one edit away from vLLM's: the pass's reading is judged as orjson's, message for message."""
-    text = list(orjson.dumps(vllm_metadata(items)).decode())
-    where = data.draw(st.integers(0, len(text) - 1))
-    how = data.draw(st.sampled_from(["replace", "insert", "delete", "truncate"]))
-    char = data.draw(st.sampled_from(GARBLE))
-    if how == "replace":
-        text[where] = char
-    elif how == "insert":
-        text.insert(where, char)
-    elif how == "delete":
-        del text[where]
-    else:
-        del text[where:]
+    text = one_edit(list(orjson.dumps(vllm_metadata(items)).decode()), data, GARBLE)
     same_verdict("".join(text), items * DIMS * 4, items)
 
 

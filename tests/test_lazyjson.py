@@ -27,6 +27,7 @@ from poolbench_locust.lazyjson import Numbers
 from poolbench_locust.options import Settings
 from tests.support.bad_then_good import assert_failed_then_ok
 from tests.support.hostile import response
+from tests.support.one_edit import one_edit
 
 
 def plain(value: Any) -> Any:
@@ -72,18 +73,7 @@ GARBLE = list(b'0123456789.eE+-,:[]{}" \tNaI\xff\xc3\x00tfn')
 @given(JSON_VALUES, st.data())
 def test_a_garbled_document_fails_as_orjson_fails_it(doc, data):
     text = bytearray(json.dumps({"data": [{"embedding": [0.25, -1.5e-3, 3, 12.5]}], "x": doc}).encode())
-    where = data.draw(st.integers(0, len(text) - 1))
-    how = data.draw(st.sampled_from(["replace", "insert", "delete", "truncate"]))
-    byte = data.draw(st.sampled_from(GARBLE))
-    if how == "replace":
-        text[where] = byte
-    elif how == "insert":
-        text.insert(where, byte)
-    elif how == "delete":
-        del text[where]
-    else:
-        del text[where:]
-    body = bytes(text)
+    body = bytes(one_edit(text, data, GARBLE))
     assert verdict(lazyjson.loads, body) == verdict(orjson.loads, body)
 
 
