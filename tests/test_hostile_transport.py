@@ -347,6 +347,33 @@ def test_an_idle_connection_closed_or_written_to_is_not_reused(idle):
         assert server.connections == 3
 
 
+def test_the_pool_asks_the_engines_idle_check(monkeypatch):
+    """`_open_and_quiet` replaces a private method of geventhttpclient's pool (`_is_socket_alive`): if a
+    release renames or stops calling it, the pool's own select() check would run unseen (correct, but the
+    cost issue 33 took away comes back). This fails then: every reuse of a kept connection asks ours."""
+    from poolbench_locust.engine import transport
+
+    asked: list[bool] = []
+
+    def counted(sock: Any) -> bool:
+        asked.append(transport_check(sock))
+        return asked[-1]
+
+    transport_check = transport._open_and_quiet
+    monkeypatch.setattr(transport, "_open_and_quiet", counted)
+
+    def handler(sock: socket.socket, _conn: int) -> None:
+        while read_request(sock) is not None:
+            sock.sendall(response(200, VALID_EMBEDDING))
+
+    with HostileServer(handler) as server:
+        run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
+        for _ in range(4):
+            assert failure_text(run.one()) == ""
+        assert server.connections == 1
+    assert asked == [True, True, True], "the three reuses of the kept connection were each asked, and kept"
+
+
 def test_no_resend_once_a_response_byte_came():
     def handler(sock: socket.socket, _conn: int) -> None:
         read_request(sock)
