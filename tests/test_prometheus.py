@@ -71,6 +71,9 @@ def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_pa
             assert value("sum(poolbench_input_tokens_total)") == int(total["Input Tokens"])
             assert value("sum(poolbench_sequences_total)") == int(total["Sequences"])
             assert value("sum(poolbench_response_bytes_total)") == int(total["Bytes"])
+            assert value("sum(poolbench_request_bytes_total)") == int(total["Sent Bytes"]) > 0
+            assert value("sum(poolbench_vectors_total)") == int(total["Vectors"]) > 0
+            assert prom.query("poolbench_image_tokens_total", at) == [], "no answer gave image tokens"
             assert value("sum(poolbench_e2e_seconds_count)") == int(total["Request Count"])
             assert value('sum(poolbench_e2e_seconds_bucket{le="+Inf"})') == int(total["Request Count"])
             mean_ms = value("sum(poolbench_e2e_seconds_sum) / sum(poolbench_e2e_seconds_count)") * 1000
@@ -218,6 +221,31 @@ def test_a_workers_token_sources_never_become_labels_unbounded() -> None:
     sources = {dict(labels)["source"]: v for (n, labels), v in page.items() if n == "poolbench_input_tokens_total"}
     assert sources == {"server": 3, series.OTHER_SOURCE: 150}
     assert set(sources) <= {*SOURCES, series.OTHER_SOURCE}
+
+
+def test_sent_bytes_vectors_and_image_tokens_equal_the_pooling_table() -> None:
+    """The Pooling table's Sent Bytes, Vectors and Image Tokens, by name, a worker's report merged in: failed
+    requests' bodies count as sent, their vectors do not, and a name whose answers gave no image token count has
+    no image-token series (its table cell is empty), not a 0."""
+    environment = local_environment()
+    exporter = Exporter(environment)
+    exporter.next_run()
+    request(environment, "/v1/embeddings", 5.0, request_bytes=700, vectors=3)
+    request(environment, "/v1/embeddings", 5.0, failed=True, request_bytes=50, vectors=9)
+    request(environment, "/v1/chat", 5.0, request_bytes=20_000, image_tokens=256)
+    entry = Entry("/v1/chat")
+    entry.log(time.time(), 5.0, 10, False, {"sequences": 2, "request_bytes": 1_000, "image_tokens": 64})
+    stats_of(environment).merge_report({"entries": [entry.dump()]})
+    page = scrape(exporter)
+    assert sum_of(page, "poolbench_request_bytes_total", name="/v1/embeddings") == 750
+    assert sum_of(page, "poolbench_request_bytes_total", name="/v1/chat") == 21_000
+    assert sum_of(page, "poolbench_vectors_total", name="/v1/embeddings") == 3
+    assert sum_of(page, "poolbench_vectors_total", name="/v1/chat") == 1 + 2, "one per sequence where not given"
+    images = {dict(labels)["name"]: v for (n, labels), v in page.items() if n == "poolbench_image_tokens_total"}
+    assert images == {"/v1/chat": 320}
+    stats = stats_of(environment)
+    assert sum_of(page, "poolbench_request_bytes_total") == stats.total.sent_bytes
+    assert sum_of(page, "poolbench_vectors_total") == stats.total.vectors
 
 
 def test_a_reset_starts_a_new_run_and_no_counter_goes_down() -> None:

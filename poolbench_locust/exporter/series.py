@@ -127,6 +127,10 @@ class LabelFigures:
     tokens: dict[str, int] = field(default_factory=dict)
     sequences: int = 0
     bytes: int = 0
+    sent_bytes: int = 0
+    vectors: int = 0
+    image_tokens: int = 0
+    image_token_requests: int = 0
     timings: dict[str, PrometheusBuckets] = field(default_factory=dict)
 
     def add(self, entry: Entry, sorted_keys: SortedKeys) -> None:
@@ -138,6 +142,10 @@ class LabelFigures:
             self.tokens[key] = self.tokens.get(key, 0) + count
         self.sequences += entry.sequences
         self.bytes += entry.bytes
+        self.sent_bytes += entry.sent_bytes
+        self.vectors += entry.vectors
+        self.image_tokens += entry.image_tokens
+        self.image_token_requests += entry.image_token_requests
         for key, _, _ in TIMINGS:
             histogram = entry.timings[key]
             if histogram.n:
@@ -207,6 +215,17 @@ class PoolingCollector(Collector):
         )
         sequences = CounterMetricFamily("poolbench_sequences", "Sequences of successful requests.", labels=common)
         body = CounterMetricFamily("poolbench_response_bytes", "Response body bytes read.", labels=common)
+        sent = CounterMetricFamily("poolbench_request_bytes", "Request body bytes sent.", labels=common)
+        vectors = CounterMetricFamily(
+            "poolbench_vectors",
+            "Vectors (rows) of successful answers: one per sequence, or each row of a token-level answer.",
+            labels=common,
+        )
+        image_tokens = CounterMetricFamily(
+            "poolbench_image_tokens",
+            "Image tokens the server reported (only names whose answers gave a count: none is not zero).",
+            labels=common,
+        )
         histograms = {key: HistogramMetricFamily(metric, text, labels=common) for key, metric, text in TIMINGS}
         for name, f in figures.items():
             values = [name, METHOD, run]
@@ -216,9 +235,13 @@ class PoolingCollector(Collector):
                 tokens.add_metric([*values, source], count)
             sequences.add_metric(values, f.sequences)
             body.add_metric(values, f.bytes)
+            sent.add_metric(values, f.sent_bytes)
+            vectors.add_metric(values, f.vectors)
+            if f.image_token_requests:
+                image_tokens.add_metric(values, f.image_tokens)
             for key, buckets in f.timings.items():
                 histograms[key].add_metric(values, buckets.cumulative(), buckets.sum_ms / 1000)
-        yield from (requests, tokens, sequences, body, *histograms.values())
+        yield from (requests, tokens, sequences, body, sent, vectors, image_tokens, *histograms.values())
 
     def _gauge_families(self, start_time: float, run: str) -> Iterable[Metric]:
         gauges = self._gauges
