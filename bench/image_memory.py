@@ -27,12 +27,14 @@ WARMUP_S = 2.0
 
 def pool_figures(images: int, size: str, image_format: str) -> dict[str, Any]:
     """The pool the run prepares: how many distinct requests, and the bytes of one body."""
-    import poolbench_locust as pb
-    from poolbench_locust.engine.plan import plan_for
-    from tests.support.harness import options
+    from locust.argument_parser import get_parser
 
-    args = ("--images", str(images), "--image-size", size, "--image-format", image_format, "--input-len", "32")
-    plan = plan_for(pb.EmbeddingsChatUser, options(*args))
+    import poolbench_locust as pb
+    import poolbench_locust.plugin  # its options join Locust's parser
+    from poolbench_locust.engine.plan import plan_for
+
+    args = ["--images", str(images), "--image-size", size, "--image-format", image_format, "--input-len", "32"]
+    plan = plan_for(pb.EmbeddingsChatUser, get_parser().parse_args(args))
     sizes = [len(r.body) for r in plan.requests]
     return {"pool_requests": len(sizes), "body_kb": round(sum(sizes) / len(sizes) / 1024, 1)}
 
