@@ -338,12 +338,15 @@ def test_blocks_stay_bounded_and_add_up_to_the_totals():
     seconds = series.MAX_BLOCKS * 3
     for t in range(seconds):
         stats.log_request("POST", "/x", 10 + t % 7, 100)
-        pooling.on_request("/x", 10 + t % 7, 100, None, {"sequences": 2, "input_tokens": 5})
+        context = {"sequences": 2, "input_tokens": 5, "request_bytes": 300, "vectors": 7}
+        pooling.on_request("/x", 10 + t % 7, 100, None, context)
         kept.sample(environment, pooling, now=pooling.start_time + t + 1)
     blocks = kept.final(environment, pooling)[series.TOTAL]
     assert len(blocks) <= series.MAX_BLOCKS and kept.width == 4
     assert sum(b["requests"] for b in blocks) == seconds
     assert sum(b["input_tokens"] for b in blocks) == 5 * seconds
+    assert sum(b["sent_bytes"] for b in blocks) == 300 * seconds
+    assert sum(b["vectors"] for b in blocks) == 7 * seconds
     assert sum(sum(b["timings"]["e2e"].values()) for b in blocks) == seconds
 
 
@@ -397,9 +400,74 @@ def synthetic_blocks(seed: int, latency_ms: float, rate: float, seconds: int = 6
             histogram[key] = histogram.get(key, 0) + 1
         blocks.append(
             {"time": float(t), "seconds": 1.0, "requests": n, "failures": 0, "e2e_sum_ms": sum(times),
-             "input_tokens": 10 * n, "sequences": n, "bytes": 100 * n, "timings": {"e2e": histogram}}
+             "input_tokens": 10 * n, "sequences": n, "bytes": 100 * n, "sent_bytes": 50 * n, "vectors": n,
+             "timings": {"e2e": histogram}}
         )  # fmt: skip
     return blocks
+
+
+def synthetic_result(blocks: list[dict], vectors_per_sequence: int = 1, sent_per_request: int = 50) -> compare.Run:
+    """A result of one request name whose blocks are `blocks` (their vectors and sent bytes rescaled) and whose
+    rows are the figures of all of them: what compare reads of a document."""
+    blocks = [
+        {**b, "vectors": b["sequences"] * vectors_per_sequence, "sent_bytes": b["requests"] * sent_per_request}
+        for b in blocks
+    ]
+    whole = series.merge_blocks(blocks)
+    per_s = {k: whole[k] / whole["seconds"] for k in series.COUNTS if k in whole}
+    pooling = {"Sequences/s": per_s["sequences"], "Input Tokens/s": per_s["input_tokens"], "MB/s": per_s["bytes"] / 1e6}
+    if "vectors" in per_s:
+        pooling |= {"Vectors/s": per_s["vectors"], "Sent MB/s": per_s["sent_bytes"] / 1e6}
+    locust = {"Requests/s": per_s["requests"], "Average Response Time": whole["e2e_sum_ms"] / whole["requests"]}
+
+    def entry(method: str, name: str) -> dict[str, Any]:
+        return {"name": name, "method": method, "series": list(blocks), "pooling": {**pooling}, "locust": {**locust}}
+
+    return compare.Run("r.json", {"requests": [entry("POST", "/v1/embeddings")], "total": entry("", "Aggregated")})
+
+
+def test_compare_shows_sent_mb_s_and_shows_vectors_s_where_they_are_not_the_sequences():
+    """Sent MB/s is compared with its noise like MB/s; Vectors/s only where some run's answers held more (or fewer)
+    vectors than sequences (token-level, multi-vector): one vector per input would only repeat Sequences/s."""
+    base = synthetic_result(synthetic_blocks(1, 50, 100))
+    same = synthetic_result(synthetic_blocks(2, 50, 100))
+    [*_, total] = compare.compare([base, same])
+    titles = [f.title for f in total.figures]
+    assert "Sent MB/s" in titles and "Vectors/s" not in titles, titles
+    assert not total.changes[0]["Sent MB/s"].significant and total.changes[0]["Sent MB/s"].noise is not None
+
+    bigger = synthetic_result(synthetic_blocks(2, 50, 100), vectors_per_sequence=30, sent_per_request=80)
+    [*_, total] = compare.compare([base, bigger])
+    assert [f.title for f in total.figures].index("Vectors/s") == titles.index("Sequences/s") + 1
+    vectors, sent = total.changes[0]["Vectors/s"], total.changes[0]["Sent MB/s"]
+    assert vectors.significant and vectors.relative == pytest.approx(29, rel=0.05)
+    assert sent.significant and sent.relative == pytest.approx(0.6, rel=0.05)
+    assert "Vectors/s" in compare.text_tables(compare.compare([base, bigger]), [base, bigger])
+
+
+def test_a_result_written_before_sent_bytes_and_vectors_were_kept_still_compares():
+    """Blocks without `sent_bytes` and `vectors` (results of earlier versions, format_version 1 still), or with
+    garbage in them: the old blocks give no noise for the new figures, the garbled ones are left out; no crash."""
+    new = synthetic_result(synthetic_blocks(1, 50, 100))
+    old = synthetic_result(synthetic_blocks(2, 50, 100))
+    for entry in [*old.doc["requests"], old.doc["total"]]:
+        entry["series"] = [{k: v for k, v in b.items() if k not in ("sent_bytes", "vectors")} for b in entry["series"]]
+        del entry["pooling"]["Sent MB/s"], entry["pooling"]["Vectors/s"]
+    assert "sent_bytes" not in series.merge_blocks(old.doc["total"]["series"])
+    [*_, total] = compare.compare([old, new])
+    assert total.changes[0]["Sent MB/s"] == noise_free(None, new.doc["total"]["pooling"]["Sent MB/s"])
+    assert total.changes[0]["Requests/s"].noise is not None
+    garbled = synthetic_result(synthetic_blocks(3, 50, 100))
+    garbled.doc["total"]["series"][:5] = [{**b, "sent_bytes": "x"} for b in garbled.doc["total"]["series"][:5]]
+    garbled.doc["total"]["series"][5]["vectors"] = -1
+    assert len(compare.blocks_of(garbled.doc["total"])) == len(new.doc["total"]["series"]) - 6
+    compare.text_tables(compare.compare([garbled, new, old]), [garbled, new, old])
+
+
+def noise_free(base: float | None, new: float | None) -> Any:
+    from poolbench_locust.results.noise import Change
+
+    return Change(base, new, None)
 
 
 def test_the_bootstrap_tells_noise_from_a_shift_on_runs_of_known_distributions():

@@ -32,7 +32,7 @@ from poolbench_locust.results.noise import (
     repeat_error,
     value,
 )
-from poolbench_locust.results.series import Block
+from poolbench_locust.results.series import LATER_COUNTS, Block
 
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -56,6 +56,8 @@ class ComparedSection:
     """Per run after the base: figure title -> change."""
     errors: list[dict[str, float | None]] | None = None
     """Per run: figure title -> relative error, where it is known without the blocks (--repeat's spread)."""
+    of_a_name: bool = False
+    """A request name's table (or the total's), not a sweep step's or the repeats'."""
 
 
 @dataclass
@@ -105,6 +107,7 @@ def _is_block(block: Any) -> bool:
     return (
         isinstance(block, dict)
         and all(value(block.get(k)) is not None and block[k] >= 0 for k in counts)
+        and all(k not in block or (value(block[k]) is not None and block[k] >= 0) for k in LATER_COUNTS)
         and isinstance(block.get("timings"), dict)
         and all(
             isinstance(h, dict) and all(k.isdigit() and value(n) is not None and n >= 0 for k, n in h.items())
@@ -123,10 +126,20 @@ def sections(runs: Sequence[Run]) -> list[ComparedSection]:
         rows = [
             None if e is None else {"pooling": e.get("pooling") or {}, "locust": e.get("locust") or {}} for e in entries
         ]
-        out.append(ComparedSection(name, FIGURES, rows, [blocks_of(e) for e in entries]))
+        out.append(ComparedSection(name, _shown(FIGURES, rows), rows, [blocks_of(e) for e in entries], of_a_name=True))
     out.extend(_step_sections(runs))
     out.extend(_repeat_sections(runs))
     return out
+
+
+def _shown(figures: tuple[Figure, ...], rows: list[dict[str, dict[str, Any]] | None]) -> tuple[Figure, ...]:
+    """The figures but those that equal their `same_as` column in every run (Vectors/s of one vector per input)."""
+
+    def same(f: Figure) -> bool:
+        cells = [(row or {}).get(f.source) or {} for row in rows]
+        return all(value(c.get(f.column)) == value(c.get(f.same_as)) for c in cells)
+
+    return tuple(f for f in figures if f.same_as is None or not same(f))
 
 
 def _repeat_values(doc: dict[str, Any], key: str) -> list[float]:
@@ -236,7 +249,7 @@ def failed(found: Sequence[ComparedSection], limit: float) -> list[Regression]:
                 if (c.significant or unknown) and c.worse_by(figure) > limit:
                     out.append(Regression(i, section.title, figure, c, not unknown))
     totals = {(r.run, r.figure.title, r.change.base, r.change.new) for r in out if r.section == AGGREGATED}
-    names = {s.title for s in found if s.figures is FIGURES and s.title != AGGREGATED}
+    names = {s.title for s in found if s.of_a_name and s.title != AGGREGATED}
     return [
         r for r in out if not (r.section in names and (r.run, r.figure.title, r.change.base, r.change.new) in totals)
     ]

@@ -44,7 +44,8 @@ def chunks(blocks: Sequence[Block]) -> list[Block]:
 
 def rate_of(count: str) -> Callable[[Block], float | None]:
     def of(block: Block) -> float | None:
-        return block[count] / block["seconds"] if block["seconds"] > 0 else None
+        n = block.get(count)  # None: a result written before the count was kept (series.LATER_COUNTS)
+        return n / block["seconds"] if n is not None and block["seconds"] > 0 else None
 
     return of
 
@@ -72,6 +73,9 @@ class Figure:
     column: str
     of_block: Callable[[Block], float | None]
     unit: str = ""
+    same_as: str | None = None
+    """A column this figure equals in most runs (Vectors/s is Sequences/s but for token-level and multi-vector
+    answers): the figure is left out of a table where it equals that column in every run."""
 
     @property
     def label(self) -> str:
@@ -92,7 +96,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("Requests/s", "higher", "locust", "Requests/s", rate_of("requests")),
     Figure("Input Tokens/s", "higher", "pooling", "Input Tokens/s", rate_of("input_tokens")),
     Figure("Sequences/s", "higher", "pooling", "Sequences/s", rate_of("sequences")),
+    Figure("Vectors/s", "higher", "pooling", "Vectors/s", rate_of("vectors"), same_as="Sequences/s"),
     Figure("MB/s", "higher", "pooling", "MB/s", rate_of("bytes")),
+    Figure("Sent MB/s", "higher", "pooling", "Sent MB/s", rate_of("sent_bytes")),
     Figure("E2E mean", "lower", "locust", "Average Response Time", _mean_e2e, "ms"),
     *_percentiles("E2E", "e2e", "pooling", (50, 90, 99)),
     *_percentiles("TTFB", "ttfb", "pooling", (50, 99)),

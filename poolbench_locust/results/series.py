@@ -40,9 +40,12 @@ SAMPLE_INTERVAL_S = 1.0
 
 Block = dict[str, Any]
 """{"time": epoch seconds at its start, "seconds": its width, "requests", "failures", "e2e_sum_ms",
-"input_tokens", "sequences", "bytes", "timings": {name: {bucketed ms (as text): count}}}."""
+"input_tokens", "sequences", "bytes", "sent_bytes", "vectors", "timings": {name: {bucketed ms (as text): count}}}."""
 
-COUNTS = ("requests", "failures", "e2e_sum_ms", "input_tokens", "sequences", "bytes")
+COUNTS = ("requests", "failures", "e2e_sum_ms", "input_tokens", "sequences", "bytes", "sent_bytes", "vectors")
+LATER_COUNTS = frozenset(("sent_bytes", "vectors"))
+"""Counts a result written before them (format_version 1 still) lacks: a merge of blocks that lack one lacks it too,
+and the figures read from it are unknown, not 0."""
 
 
 @dataclass
@@ -53,6 +56,8 @@ class _Snapshot:
     input_tokens: int = 0
     sequences: int = 0
     bytes: int = 0
+    sent_bytes: int = 0
+    vectors: int = 0
     timings: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @classmethod
@@ -67,6 +72,8 @@ class _Snapshot:
             snap.input_tokens = pooling_entry.input_tokens
             snap.sequences = pooling_entry.sequences
             snap.bytes = pooling_entry.bytes
+            snap.sent_bytes = pooling_entry.sent_bytes
+            snap.vectors = pooling_entry.vectors
             for key, histogram in pooling_entry.timings.items():
                 if key != "e2e" and histogram.n:  # e2e is Locust's own, of every request of the name
                     snap.timings[key] = locust_counts(
@@ -95,7 +102,8 @@ def merge_blocks(blocks: list[Block]) -> Block:
     """One block covering all of `blocks` (consecutive): counts and histograms added up."""
     merged: Block = {"time": blocks[0]["time"], "seconds": round(sum(b["seconds"] for b in blocks), 3)}
     for name in COUNTS:
-        merged[name] = sum(b[name] for b in blocks)
+        if name not in LATER_COUNTS or all(name in b for b in blocks):
+            merged[name] = sum(b[name] for b in blocks)
     timings: dict[str, dict[str, int]] = {}
     for block in blocks:
         for key, counts in block["timings"].items():
@@ -114,7 +122,7 @@ def _as_text(block: Block) -> Block:
 
 def _empty(block: Block) -> bool:
     """A block of no time and nothing in it: the last sample, when nothing came after the one before."""
-    return not block["seconds"] and not block["timings"] and not any(block[name] for name in COUNTS)
+    return not block["seconds"] and not block["timings"] and not any(block.get(name) for name in COUNTS)
 
 
 Key = tuple[str, str]
