@@ -13,7 +13,10 @@ start and stop on their own: their runs are by request count, their CPU that of 
 tree (wait4's rusage: AIPerf's services and genai-bench's workers included). The Locust and vLLM
 clients run by time and measure themselves over a window that opens 2 s in (bench/common.py's
 probe: getrusage and the requests counted): start-up is outside it already, and two such windows
-are differenced as well. Requests/s is the long run's. Each figure is the median of `--rounds`
+are differenced as well. Requests/s is the long run's. The Locust clients' connections get
+bench/client_cost.py's fixed receive buffer (a large answer that fills the kernel's autotuned window
+puts the sender's restarts into the client's CPU, in two modes that could split a short and a long run);
+the peers keep their own. Each figure is the median of `--rounds`
 rounds, the clients taking turns.
 
 Both peers count tokens with a Hugging Face tokenizer: they are given the all-MiniLM-L6-v2 tokenizer
@@ -46,6 +49,7 @@ from bench.common import (
     HERE,
     POOLBENCH,
     PYTHON,
+    RECEIVE_BUFFER,
     ROOT,
     Client,
     Payload,
@@ -203,7 +207,9 @@ def run_genai_bench(venv: Path, tokenizer: Path, url: str, case: Case, requests:
 def run_ours(client: Client, url: str, case: Case, seconds: float) -> Measured:
     """One run; its CPU and requests are those of the window the process measures itself (common.probe:
     getrusage and Locust's count), which opens WARMUP_S into the run and closes at its stop."""
-    done = run_client(client, url, case.payload, seconds + WARMUP_S, users=case.users, warmup=WARMUP_S)
+    done = run_client(
+        client, url, case.payload, seconds + WARMUP_S, users=case.users, warmup=WARMUP_S, receive_buffer=RECEIVE_BUFFER
+    )
     window = done.window
     if not window or not window.get("requests"):
         raise RuntimeError(f"{client.label} sent nothing: {done.finished.stderr[-1500:]}")
