@@ -673,6 +673,8 @@ def test_the_dashboard_asks_for_the_model_servers_job_and_shows_both_sides() -> 
         "poolbench_users",
         "poolbench_target_request_rate",
         "poolbench_client_cpu_percent",
+        "poolbench_request_bytes_total",
+        "poolbench_vectors_total",
         'result="failure"',
         "vllm:prompt_tokens_total",
         "vllm:e2e_request_latency_seconds_bucket",
