@@ -26,6 +26,9 @@ WORKERS_CONNECT_S = 3.0
 """How long a --processes master that stops at start waits for its forked workers, to tell them to quit."""
 WORKERS_EXIT_S = 3.0
 """How long it then waits for its forked workers to end, before it sends a SIGTERM to those left."""
+WORKERS_TERM_S = 1.0
+"""How long a SIGTERMed worker has to end before a SIGKILL. One ends in milliseconds, but CI once saw a worker
+outlive its master on a slow machine (and hold the run's stderr for the heartbeat's minute): the SIGKILL bounds it."""
 
 
 def quit_workers(environment: Any, runner: MasterRunner) -> None:
@@ -61,20 +64,25 @@ def forked_workers() -> list[psutil.Process]:
 
 
 def end_forked_workers(timeout: float = WORKERS_EXIT_S) -> None:
-    """Wait for the forked workers to end, and SIGTERM any still running after `timeout` (one that
-    connected too late to hear the quit message). Never reaps them: Locust's exit clean-up waits for
-    each child itself, and logs an error in a loop for a child already reaped."""
-    workers = forked_workers()
+    """Wait for the forked workers to end; SIGTERM any still running after `timeout` (one that connected
+    too late to hear the quit message), and SIGKILL any the SIGTERM did not end. A forked worker of a run
+    that stopped at start has sent nothing and holds nothing worth saving. Never reaps them: Locust's exit
+    clean-up waits for each child itself, and logs an error in a loop for a child already reaped."""
+    running = _wait_for_end(forked_workers(), timeout)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for worker in running:
+            logger.debug("worker process %d did not quit: sending it %s", worker.pid, sig.name)
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(worker.pid, sig)
+        running = _wait_for_end(running, WORKERS_TERM_S)  # bounded even after a SIGKILL
+
+
+def _wait_for_end(workers: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The workers still running after at most `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while (running := [w for w in workers if _running(w)]) and time.monotonic() < deadline:
         gevent.sleep(0.05)
-    for worker in running:
-        logger.debug("worker process %d did not quit: sending it SIGTERM", worker.pid)
-        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-            os.kill(worker.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 1.0  # a SIGTERMed Locust worker ends in milliseconds; bounded all the same
-    while any(_running(w) for w in running) and time.monotonic() < deadline:
-        gevent.sleep(0.05)
+    return running
 
 
 def _running(process: psutil.Process) -> bool:

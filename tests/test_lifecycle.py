@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from poolbench_locust import lifecycle
 from tests.support.locust_run import locust_argv
 from tests.support.processes import run_and_find_leftovers
 
@@ -32,21 +33,28 @@ def test_an_early_exit_leaves_no_worker_behind(args, option, said):
 
 
 FORKED_WORKER_THAT_NEVER_HEARS = """
-import os, signal, time
+import os, signal, sys, time
 from poolbench_locust import lifecycle
 child = os.fork()
 if child == 0:  # a forked worker that connected too late to hear the quit message
+    if sys.argv[1] == "SIGKILL":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one that a SIGTERM does not end
     time.sleep(30)
     os._exit(0)
 time.sleep(0.2)
+started = time.monotonic()
 lifecycle.end_forked_workers(timeout=0.5)
 ended, status = os.waitpid(child, os.WNOHANG)
-print(ended == child and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+by = ended == child and os.WIFSIGNALED(status) and signal.Signals(os.WTERMSIG(status)).name
+print(by, time.monotonic() - started)
 """
 
 
-def test_a_forked_worker_that_did_not_quit_is_ended_before_the_master_exits():
+@pytest.mark.parametrize("ended_by", ["SIGTERM", "SIGKILL"])
+def test_a_forked_worker_that_did_not_quit_is_ended_before_the_master_exits(ended_by):
     done = subprocess.run(
-        [sys.executable, "-c", FORKED_WORKER_THAT_NEVER_HEARS], capture_output=True, text=True, timeout=30
+        [sys.executable, "-c", FORKED_WORKER_THAT_NEVER_HEARS, ended_by], capture_output=True, text=True, timeout=30
     )
-    assert done.stdout.strip() == "True", done.stderr[-2000:]
+    signal_name, took = done.stdout.split()
+    assert signal_name == ended_by, done.stderr[-2000:]
+    assert float(took) < 0.5 + 2 * lifecycle.WORKERS_TERM_S + 1.0, "ended within its bounds"

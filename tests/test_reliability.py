@@ -40,6 +40,7 @@ from tests.support.harness import options
 from tests.support.locust_run import ROOT, Completed, csv_rows, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
 from tests.support.ports import free_port
+from tests.support.processes import run_and_find_leftovers
 
 LOCUSTFILE = str(ROOT / "bench" / "soak.py")  # declares the User classes named in POOLBENCH_USERS
 SHAPE = ["--batch-size", "4", "--input-len", "8", "--documents", "4"]
@@ -529,33 +530,17 @@ def test_unreachable_host_bad_combination_or_missing_endpoint_stops_at_start(sta
 
 def test_processes_stopping_at_start_leave_no_worker_behind():
     with closed_port() as port:
-        proc = subprocess.Popen(
-            locust_argv(
-                "locustfiles/embeddings.py",
-                "--processes",
-                "2",
-                headless=True,
-                run_time="2s",
-                host=f"http://127.0.0.1:{port}",
-            ),
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # its own process group: the forked workers are in it too
+        argv = locust_argv(
+            "locustfiles/embeddings.py",
+            *("--processes", "2", "--loglevel", "DEBUG"),  # DEBUG: the master says which worker it had to end
+            headless=True,
+            run_time="2s",
+            host=f"http://127.0.0.1:{port}",
         )
-        _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 1 and "connection refused" in stderr
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break  # no process of the run is left
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail("worker processes outlived the master that stopped at start")
-        time.sleep(0.1)
+        code, output, left = run_and_find_leftovers(argv, grace=1.0)
+    assert code == 1 and "connection refused" in output, output[-3000:]
+    outlived = "worker processes outlived the master that stopped at start"
+    assert [p.info for p in left] == [], f"{outlived}:\n{output[-3000:]}"
 
 
 def test_a_host_typed_into_the_web_ui_is_checked_before_users_spawn(mock_server, caplog):

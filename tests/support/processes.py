@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 
 import psutil
@@ -28,14 +29,19 @@ def run_and_find_leftovers(
 ) -> tuple[int | None, str, list[psutil.Process]]:
     """Run `argv` (tests.support.locust_run.locust_argv) in a new session; after it exits and `grace`
     seconds more, the processes of its session still alive, killed then so that no test leaves them behind."""
-    process = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    # The output goes to a file, not a pipe: a process the run left behind would hold a pipe open, and
+    # reading it to its end would wait for that process (CI waited out a timeout so) instead of failing.
+    with tempfile.TemporaryFile("w+") as output_file:
+        process = subprocess.Popen(
+            argv, cwd=ROOT, stdout=output_file, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        try:
+            process.wait(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        output_file.seek(0)
+        output = output_file.read()
     time.sleep(grace)
     left = session_members(process.pid)
     for member in left:
