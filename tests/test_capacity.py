@@ -280,27 +280,28 @@ def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
 
 
 @pytest.mark.heavy
-def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
-    """--repeat 5 --find-capacity: five independent searches of the 4 x 20 ms server."""
+def test_three_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
+    """--repeat 3 --find-capacity: three independent searches of the 4 x 20 ms server (three, not five: each
+    search is ~20 s of CI's 45 min, and the interval from three still has to hold the computed capacity)."""
     computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
             *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "80", "--sweep-step-time", "2"),
-            *("--server-metrics", "off", "--repeat", "5"),
-            timeout=400,
+            *("--server-metrics", "off", "--repeat", "3"),
+            timeout=300,
         )
     assert done.returncode == 0, done.stderr[-3000:]
     capacity = doc["capacity"]
     answers = [s["requests_per_s"] for s in capacity["searches"]]
-    assert len(answers) == 5 and all(s["limited_by"] == SERVER for s in capacity["searches"]), capacity["answer"]
+    assert len(answers) == 3 and all(s["limited_by"] == SERVER for s in capacity["searches"]), capacity["answer"]
     low, high = capacity["requests_per_s_ci95"]
     assert low <= computed <= high, (answers, low, high, computed)
     # each repeat at the JSON result's top level is one search, its figure the search's answer
     assert [r["requests_per_s"] for r in doc["repeats"]] == answers and doc["requests_per_s_ci95"] == [low, high]
-    assert {int(r["Search"]) for r in rows} == {1, 2, 3, 4, 5}
-    assert f"Capacity over 5 searches: {capacity['requests_per_s']:,.1f} requests/s (95 % CI {low:,.1f}" in done.stderr
+    assert {int(r["Search"]) for r in rows} == {1, 2, 3}
+    assert f"Capacity over 3 searches: {capacity['requests_per_s']:,.1f} requests/s (95 % CI {low:,.1f}" in done.stderr
     schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
     jsonschema.validate(doc, schema)
 
