@@ -65,7 +65,10 @@ class WebUI:
         """Ctrl+C, as a user ends a web UI: Locust writes its --html report (only then: not on SIGTERM),
         its quitting listeners write the CSV files and the JSON result; its exit code."""
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:  # CI saw it once (rare, not reproduced): keep what locust said
+            raise AssertionError(f"locust still runs {timeout:g} s after Ctrl+C:\n{self.log()[-4000:]}") from None
 
     def log(self) -> str:
         # pread, not seek and read: locust writes through a copy of this descriptor, which shares its
