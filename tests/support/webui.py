@@ -28,6 +28,9 @@ class WebUI:
         self.proc = subprocess.Popen(
             locust_argv(locustfile, *("--web-host", "127.0.0.1", "--web-port", str(self.port)), *args),
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            # Ctrl+C as a terminal delivers it: a shell's background job (`(cmd &)`, as one CI launch
+            # was) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -67,7 +70,7 @@ class WebUI:
         self.proc.send_signal(signal.SIGINT)
         try:
             return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:  # CI saw it once (rare, not reproduced): keep what locust said
+        except subprocess.TimeoutExpired:  # what locust said is the only clue to why
             raise AssertionError(f"locust still runs {timeout:g} s after Ctrl+C:\n{self.log()[-4000:]}") from None
 
     def log(self) -> str:
