@@ -19,9 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from poolbench_locust import lazyjson
-from poolbench_locust.engine import answer_checks
-from poolbench_locust.engine.body import BadResponse, Body
+from poolbench_locust.endpoints.spec import AnswerError
+from poolbench_locust.endpoints.vllm_bytes import BytesForm, metadata
+from poolbench_locust.engine.body import BadResponse
 from poolbench_locust.options import Settings
+from tests.support.answers import judged
 from tests.support.one_edit import one_edit
 
 pytestmark = pytest.mark.skipif(not lazyjson.SCANS, reason="the C pass was not built (no C compiler)")
@@ -63,12 +65,10 @@ def vllm_metadata(items: int, dims: int = DIMS, **extra: Any) -> dict[str, Any]:
 def verdict(text: str, body_size: int, expected: int, check: Settings, *, each_item: bool) -> str:
     """What the engine makes of a `bytes` answer with this metadata: the failure's message, or its figures."""
     try:
-        meta = answer_checks.metadata({"metadata": text}, each_item=each_item)
-        head = answer_checks.first_vector_size(meta) if check.check_vectors else 0
-        body = Body(body_size, body_size, None, HEAD[:head], 0.0)
-        tokens = answer_checks.check_bytes(meta, body, Req(expected), check)
-        return f"ok: {tokens} tokens, {head} bytes kept"
-    except BadResponse as e:
+        form = BytesForm(check, token_level=False, each_item=each_item)
+        answer, kept = judged(form, {"metadata": text}, HEAD, body_size, Req(expected), check)
+        return f"ok: {answer.prompt_tokens} tokens, {kept} bytes kept"
+    except (AnswerError, BadResponse) as e:
         return str(e)
 
 
@@ -189,5 +189,5 @@ def test_any_offsets_are_judged_as_on_orjsons_reading(items, body_size, spaced):
 def test_where_the_pass_was_not_built_orjson_reads_as_before(monkeypatch):
     monkeypatch.setattr(lazyjson, "_offsets", None)
     text = orjson.dumps(vllm_metadata(3)).decode()
-    assert type(answer_checks.metadata({"metadata": text})["data"]) is list
+    assert type(metadata({"metadata": text})["data"]) is list
     assert verdict(text, 3 * DIMS * 4, 3, Settings(), each_item=False) == "ok: 21 tokens, 0 bytes kept"

@@ -21,7 +21,7 @@ import gevent
 import pytest
 
 from poolbench_locust import EmbeddingsUser
-from poolbench_locust.engine.limits import METADATA_ITEM_BYTES
+from poolbench_locust.endpoints.vllm_bytes import METADATA_ITEM_BYTES
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.metrics import table
 from poolbench_locust.metrics.collector import PoolingStats

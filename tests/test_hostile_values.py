@@ -179,7 +179,7 @@ def test_bytes_only_learns_the_dimension_before_checking_the_first_vector():
     finally:
         server.close()
     assert [failure_text(e) for e in events] == ["", "", ""]
-    assert run.user.plan.dims == 384
+    assert run.user.plan.form.dims == 384
 
 
 def test_bytes_only_first_vector_of_zeros_is_caught_before_the_dimension_is_known():

@@ -20,11 +20,13 @@ from hypothesis import strategies as st
 
 import poolbench_locust as pb
 from poolbench_locust import lazyjson
-from poolbench_locust.endpoints import infinity, tei, vllm
-from poolbench_locust.engine import answer_checks
-from poolbench_locust.engine.body import BadResponse, Body
+from poolbench_locust.endpoints import forms, infinity, tei, vllm
+from poolbench_locust.endpoints.forms import JsonForm
+from poolbench_locust.endpoints.spec import AnswerError
+from poolbench_locust.engine.body import BadResponse
 from poolbench_locust.lazyjson import Numbers
 from poolbench_locust.options import Settings
+from tests.support.answers import judged
 from tests.support.bad_then_good import assert_failed_then_ok
 from tests.support.hostile import response
 from tests.support.one_edit import one_edit
@@ -182,17 +184,19 @@ SHAPES: list[tuple[str, Any, Any]] = [
 def _verdict(endpoint: Any, doc: Any, check: Settings) -> str:
     data = orjson.dumps(doc)
     try:
-        return f"ok: {answer_checks.check_json(endpoint, Body(len(data), len(data), data, b'', 0.0), Req(2), check)}"
-    except BadResponse as e:
+        what = "results" if endpoint.shape == "pairs" else "embeddings"
+        answer, _ = judged(JsonForm(endpoint, check), {}, data, len(data), Req(2), check, what=what)
+        return f"ok: {answer.prompt_tokens}"
+    except (AnswerError, BadResponse) as e:
         return str(e)
 
 
 @pytest.mark.parametrize(("name", "endpoint", "doc"), SHAPES, ids=[s[0] for s in SHAPES])
 @pytest.mark.parametrize("check", [Settings(dimensions=8, check_vectors=True), Settings()], ids=["checked", "plain"])
 def test_check_json_gives_the_same_verdict_by_either_reader(name, endpoint, doc, check, monkeypatch):
-    monkeypatch.setattr(answer_checks, "LAZY_FROM_BYTES", 1 << 40)
+    monkeypatch.setattr(forms, "LAZY_FROM_BYTES", 1 << 40)
     by_orjson = _verdict(endpoint, doc, check)
-    monkeypatch.setattr(answer_checks, "LAZY_FROM_BYTES", 0)
+    monkeypatch.setattr(forms, "LAZY_FROM_BYTES", 0)
     assert _verdict(endpoint, doc, check) == by_orjson
 
 
@@ -230,7 +234,7 @@ GARBLED = {
 
 @pytest.mark.parametrize("name", GARBLED)
 def test_a_large_garbled_float_answer_is_one_failed_request(name):
-    assert len(GARBLED[name]) >= answer_checks.LAZY_FROM_BYTES  # read by lazyjson, not orjson
+    assert len(GARBLED[name]) >= forms.LAZY_FROM_BYTES  # read by lazyjson, not orjson
     assert_failed_then_ok(pb.EmbeddingsUser, response(200, GARBLED[name]), response(200, GOOD), "garbled JSON", *LARGE)
 
 
@@ -249,7 +253,7 @@ def test_a_large_garbled_float_answer_is_one_failed_request(name):
 def test_a_large_answer_of_the_wrong_shape_is_one_failed_request(vectors, expected):
     """Read by lazyjson: a null inside a vector is found without building its numbers (Numbers.numbers_only)."""
     body = _large(vectors)
-    assert len(body) >= answer_checks.LAZY_FROM_BYTES
+    assert len(body) >= forms.LAZY_FROM_BYTES
     assert_failed_then_ok(
         pb.EmbeddingsUser, response(200, body), response(200, GOOD), expected, *LARGE, "--check-vectors"
     )

@@ -67,17 +67,20 @@ def test_plain_fasthttpuser_stream_stops_the_clock_at_the_headers(trickling_mock
 @pytest.mark.parametrize("encoding", ["float", "bytes"])
 def test_the_clock_stops_at_the_last_byte_before_the_answer_is_checked(trickling_mock, monkeypatch, encoding):
     """Parsing and checking are the client's work, not the server's: a slow check must not show."""
+    from poolbench_locust.endpoints.forms import JsonForm
+    from poolbench_locust.endpoints.vllm_bytes import BytesForm
     from poolbench_locust.engine import answer_checks
 
     slow_ms = 400
-    for name in ("check_json", "check_bytes"):
-        real = getattr(answer_checks, name)
+    # the answer's form reads it (JSON parsed, metadata against the body), then the engine's checks judge it
+    for owner, name in ((JsonForm, "read"), (BytesForm, "read"), (answer_checks, "judge")):
+        real = getattr(owner, name)
 
         def slow(*args, _real=real, **kwargs):
-            time.sleep(slow_ms / 1000)  # blocks the whole process, as a heavy parse would
+            time.sleep(slow_ms / 2000)  # blocks the whole process, as a heavy parse would
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(answer_checks, name, slow)
+        monkeypatch.setattr(owner, name, slow)
     run = Run(
         EmbeddingsUser, trickling_mock.url, "--encoding-format", encoding, "--batch-size", "4", "--dimensions", "1024"
     )

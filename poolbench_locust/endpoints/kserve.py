@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 
+from poolbench_locust.endpoints.forms import SERVER_HEADERS, JsonForm, StreamedForm, header_number
 from poolbench_locust.endpoints.spec import (
     NO_TOKENS,
     AnswerError,
-    BinaryForm,
     Endpoint,
     Inputs,
     ParsedAnswer,
@@ -122,33 +121,34 @@ def _json_answer(tensors: Tensors, settings: Settings) -> Callable[[Any], Parsed
 
 
 def _head_length(headers: Any) -> int:
-    value = headers.get(HEAD_LENGTH_HEADER)
-    if value is None:
+    length = header_number(headers, HEAD_LENGTH_HEADER, MAX_HEAD_BYTES, "Inference-Header-Content-Length")
+    if length is None:
         raise AnswerError("no Inference-Header-Content-Length header in the binary answer")
-    if not isinstance(value, str) or not (value.isascii() and value.isdigit() and len(value) <= 12):
-        shown = repr(value[:20]) if isinstance(value, str) else "sent more than once"
-        raise AnswerError(f"Inference-Header-Content-Length header is not a whole number: {shown}")
-    length = int(value)
-    if length > MAX_HEAD_BYTES:
-        raise AnswerError(f"Inference-Header-Content-Length header is implausible: {length} (at most {MAX_HEAD_BYTES})")
     return length
 
 
-def _binary_form(tensors: Tensors) -> BinaryForm:
-    name = tensors.output
+class BinaryTensors(StreamedForm):
+    """Triton's binary tensor extension: a JSON head of `Inference-Header-Content-Length` bytes, then the raw
+    little-endian tensors, streamed and dropped but for the first vector (--check-vectors)."""
 
-    def head_bytes(headers: Any, settings: Settings) -> int:
+    def __init__(self, tensors: Tensors, settings: Settings) -> None:
+        self._name = tensors.output
+        self._settings = settings
         vector = (
             (settings.dimensions * 4 if settings.dimensions else VECTOR_HEAD_BYTES) if settings.check_vectors else 0
         )
-        return _head_length(headers) + vector
+        self._vector = vector
 
-    def read(headers: Any, head: bytes, size: int, settings: Settings) -> ParsedAnswer:
+    def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         length = _head_length(headers)
+        return length + self._vector, length
+
+    def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
+        length, name, settings = note, self._name, self._settings
         if size < length:
             raise AnswerError(f"binary answer of {size} bytes is shorter than its JSON head ({length} bytes)")
         try:
-            doc = orjson.loads(head[:length])
+            doc = orjson.loads(body[:length])
         except orjson.JSONDecodeError:
             raise AnswerError("the JSON head of the binary answer is not valid JSON") from None
         output = _output(doc, name)
@@ -173,13 +173,10 @@ def _binary_form(tensors: Tensors) -> BinaryForm:
                 f"{size - length} bytes of tensors followed the JSON head, binary_data_size says {declared}"
             )
         dim = _dims(shape, name, settings)
-        vectors: Sequence[Any] = ()
+        answer = ParsedAnswer(shape[0])
         if settings.check_vectors and dim and shape[0]:  # our tensor is the first binary one that follows
-            raw = head[length : length + dim * 4]
-            vectors = (list(struct.unpack(f"<{len(raw) // 4}f", raw[: len(raw) // 4 * 4])),)
-        return ParsedAnswer(shape[0], None, vectors)
-
-    return BinaryForm(head_bytes=head_bytes, read=read)
+            answer.raw, answer.raw_dtype, answer.raw_endianness = body[length : length + dim * 4], "float32", "little"
+        return SERVER_HEADERS.read(headers, answer)
 
 
 def _named(value: Any) -> str | None:
@@ -246,7 +243,7 @@ def _settle(endpoint: Endpoint, settings: Settings, ask: ServerAsk | None) -> En
         endpoint,
         body=_body(tensors, binary),
         answer=_json_answer(tensors, settings),
-        binary=_binary_form(tensors),
+        forms=lambda bound, settings, _: BinaryTensors(tensors, settings) if binary else JsonForm(bound, settings),
         settle=None,
     )
 

@@ -1,7 +1,11 @@
-"""What an endpoint is: a route, how to build its request body, how to read its JSON answer.
+"""What an endpoint is: a route, how to build its request body, how to read its answer.
 
-The measuring engine (`poolbench_locust.engine`) knows nothing about any server; an endpoint
-knows nothing about timing or Locust. Adding a server is adding a few `Endpoint` values.
+The measuring engine (`poolbench_locust.engine`) knows nothing about any server: an endpoint declares
+the form its answers come in (`AnswerForm`: JSON, vLLM's `bytes` and `bytes_only`, KServe's binary
+tensors; endpoints/forms.py), and the form reads one answer into a `ParsedAnswer` (its items, vectors or
+raw values, token count and where it was found, the server's own timings), which the engine checks and
+counts the same way for every server. An endpoint knows nothing about timing or Locust. Adding a server
+is adding a few `Endpoint` values.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import BY_FLAG, Settings
@@ -38,22 +42,44 @@ class Inputs:
     (`messages`, or `texts` as user messages). `texts` then holds the contents of all of them."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ParsedAnswer:
-    """What an endpoint's reader found in a JSON answer, as the engine's checks need it."""
+    """What an answer's form read of one response, as the engine's checks and counts need it.
+
+    A JSON reader fills the first five fields; the form (endpoints/forms.py) adds where the count came from,
+    and a binary form the raw first vector or the token rows' shape it read."""
 
     items: int
     """Embeddings, results or scores in the answer."""
     prompt_tokens: int | None = None
-    """A token count the reader worked out itself; None: the engine reads the endpoint's `tokens`."""
+    """The server's token count of the answer, checked (token_count); None: the answer holds none."""
     vectors: Sequence[Any] = ()
     """Every embedding as the answer gave it (unchecked: any JSON value), for the type, dimension and
-    vector checks; empty for answers that hold none (rerank, score, classify)."""
+    vector checks; empty for answers that hold none (rerank, score, classify) and for binary ones."""
     server_ms: Mapping[str, float] = field(default_factory=dict)
     """The server's own timings the answer carries, in ms, by the request context's key (server_queue_ms,
     server_inference_ms, ...), checked by the reader (`server_duration`): shown beside the client's."""
     image_tokens: int | None = None
     """The server's count of image tokens where its answer gives one apart (Cohere), checked (token_count)."""
+    tokens_where: str = "the server's usage"
+    """Where `prompt_tokens` was read, in a failure's words."""
+    token_source: str = "server"
+    """The request context's token_source of `prompt_tokens`: server, or metadata (vLLM's `bytes` header)."""
+    client_counted: bool = False
+    """The form holds no count by its nature (`bytes_only`): the client's own count stands, and is no
+    missing count (no warning, no --require-server-tokens failure)."""
+    raw: bytes | None = None
+    """A binary answer's first vector as raw values (or, token-level, the body's first bytes), for
+    --check-vectors; None: none to check."""
+    raw_dtype: Any = None
+    """The dtype of `raw` as the answer declared it (unchecked: a hostile header's value)."""
+    raw_endianness: Any = None
+    """The endianness of `raw` as the answer declared it, or None for --endianness."""
+    rows: tuple[Sequence[int], int] | None = None
+    """A token-level answer's rows per input and their width, where the form read them (vLLM's metadata shapes)."""
+    rows_bytes: tuple[str, int] | None = None
+    """A token-level answer known only by its size (`bytes_only`): (what its body is called in a failure,
+    its bytes: Σ rows x width x dtype bytes)."""
 
 
 class AnswerError(Exception):
@@ -123,16 +149,33 @@ NO_TOKENS = TokenPaths()
 """A route whose JSON holds no count (TEI: its count comes in the `x-compute-tokens` header)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BinaryForm:
-    """A route's own binary answer to --encoding-format bytes, where it is not vLLM's (metadata header):
-    a JSON head whose length a response header gives, then raw tensors, streamed and dropped."""
+class AnswerForm(Protocol):
+    """How one form of a route's answers is read (endpoints/forms.py): the engine reads the body as it says
+    (kept whole, or streamed and dropped but for its head), then asks it for the answer. A form is made per
+    plan (`Endpoint.forms`), so it may learn from the answers (bytes_only's dimension); what it learns of one
+    request it gives back from `head` to `read`, never keeps: other users' requests are read in between."""
 
-    head_bytes: Callable[[Any, Settings], int]
-    """(response headers, settings) -> bytes of the body's start to keep: the JSON head, and the first
-    vector's bytes for --check-vectors; raises AnswerError when the headers do not say."""
-    read: Callable[[Any, bytes, int, Settings], ParsedAnswer]
-    """(response headers, the kept head, the body's whole size, settings) -> the answer; AnswerError if bad."""
+    content_type: str
+    """The Content-Type every answer of this form has; another is one failed request."""
+    keeps_body: bool
+    """True: the whole body is kept and `read` gets it; False: streamed and dropped, `read` gets its head."""
+    head_allowance: int
+    """Bytes each input may add to the response's head beyond --max-header-kb (vLLM's metadata item)."""
+    head_allowance_why: str
+    """What that allowance is, in the failure's words when a head passes it."""
+    looked_for: str
+    """Where the answers' token count is looked for, in the words of a failure or warning."""
+
+    def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
+        """(bytes of the body's start to keep, what `read` needs of the headers) of a form that does not keep
+        its body; `hidden` is a token-level answer's learned row width, or None. Raises AnswerError when
+        the headers already say the answer is bad (its body is still read to its end and counted)."""
+        ...
+
+    def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
+        """The answer: `body` is the whole body or its kept head, `size` its whole size after inflating,
+        `expected` the items asked for. Raises AnswerError with what was wrong."""
+        ...
 
 
 ServerAsk = Callable[[str, float], Any]
@@ -189,12 +232,21 @@ class Endpoint:
     later): then a run without --input-type stops at start."""
     model_required: bool = False
     """The server refuses a request without a model (Ollama: 404 "model '' not found"): --model must be given."""
-    binary: BinaryForm | None = None
-    """How a bytes answer is read when the route has its own binary form (KServe's tensor extension)."""
+    forms: Callable[[Endpoint, Settings, bool], AnswerForm] | None = None
+    """(this endpoint, the settings, whether the answers are token-level) -> the form its answers come in,
+    made once per plan; None: JSON (endpoints/forms.py). vLLM's routes add `bytes` and `bytes_only`
+    (endpoints/vllm_bytes.py), KServe its binary tensors."""
     settle: Callable[[Endpoint, Settings, ServerAsk | None], Endpoint] | None = None
     """Asks the server, once when the plan is made, what this route's requests need (KServe: its tensors'
     names) and returns the endpoint bound to it; the ask is None where there is no host yet (the start
     checks before the bundled mock is up). Raises OptionError naming the option that would fix it."""
+
+    def read(self, doc: Any) -> ParsedAnswer:
+        """A parsed JSON answer read by the route's reader, its count from where the route says."""
+        answer = self.answer(doc)
+        if answer.prompt_tokens is None:
+            answer.prompt_tokens = self.tokens.read(doc)
+        return answer
 
     def refused_option(self, settings: Settings) -> tuple[str, str] | None:
         """(flag, why) of the first option `settings` sets that this route cannot honour, or None."""

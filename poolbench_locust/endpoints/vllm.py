@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolbench_locust.endpoints import image_parts, packed
+from poolbench_locust.endpoints import image_parts, packed, vllm_bytes
 from poolbench_locust.endpoints.spec import (
     COHERE_TOKENS,
     NAMED_TRUNCATION,
@@ -74,6 +74,7 @@ EMBEDDINGS = Endpoint(
     body=_input_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
+    forms=vllm_bytes.forms,
     vectors=True,
     truncation=VLLM_TRUNCATION,
     input_types=OPENAI_INPUT_TYPES,
@@ -89,6 +90,7 @@ EMBEDDINGS_CHAT = Endpoint(
     body=_chat_body,
     answer=data_answer("embedding"),
     encodings=frozenset(ENCODINGS),
+    forms=vllm_bytes.forms,
     vectors=True,
     truncation=VLLM_TRUNCATION,
     images="parts",
@@ -100,6 +102,7 @@ POOLING = Endpoint(
     body=_pooling_body,
     answer=data_answer("data"),
     encodings=frozenset(ENCODINGS),
+    forms=vllm_bytes.forms,
     vectors=True,
     truncation=VLLM_TRUNCATION,
     # embed&token_classify is answered only through an IO processor plugin (wire.EMBED_AND_TOKEN_CLASSIFY_REFUSED).

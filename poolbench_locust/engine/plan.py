@@ -8,19 +8,18 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from poolbench_locust.access import Access, access_for, warnings_given
-from poolbench_locust.endpoints.spec import Endpoint
+from poolbench_locust.endpoints.forms import form_of
+from poolbench_locust.endpoints.spec import AnswerForm, Endpoint
 from poolbench_locust.engine import packed
-from poolbench_locust.engine.limits import METADATA_ITEM_BYTES, Limits
+from poolbench_locust.engine.limits import Limits
 from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.engine.token_rows import TokenRows
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
 from poolbench_locust.wire import (
-    BINARY_ENCODINGS,
     EMBED_AND_TOKEN_CLASSIFY_REFUSED,
     JSON,
-    OCTET_STREAM,
     TOKEN_POOLING_TASKS,
 )
 from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
@@ -57,11 +56,12 @@ class Plan:
     """How PreparedRequest.client_tokens were counted: client-estimate, client-tokenizer or client-tokenize."""
     access: Access
     """The API key sent (in `headers`) and the TLS checks of the host."""
+    form: AnswerForm
+    """The form the answers come in, as the endpoint declares it for these settings: how each is read,
+    and what it learned of them (a bytes_only answer's dimension)."""
     limits: Limits = field(default_factory=Limits)
-    metadata_item_bytes: int = 0
-    """What each input may add to the answer's head beyond --max-header-kb: its `bytes` metadata item."""
-    dims: int | None = None
-    """Embedding dimension of bytes_only answers: --dimensions, or learned from the first good answer."""
+    max_kept: int = Limits().max_body_bytes
+    """--max-body-mb in bytes: the most of a body kept to be parsed whole (read on every request)."""
     schedule: Schedule | None = None
     """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
     token_rows: TokenRows | None = None
@@ -178,12 +178,12 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 why = str(e).removeprefix(f"{e.option}: ")
                 raise OptionError(e.option, f"{user_class.__name__} ({endpoint.route}): {why}") from None
         counter = counter_for(settings, target, access.api_key)
-        accept = OCTET_STREAM if settings.encoding_format in BINARY_ENCODINGS else JSON
-        headers = {"Content-Type": JSON, "Accept": accept, "Accept-Encoding": "gzip, deflate"}
+        rows = TokenRows(settings.late_chunk_size) if token_level(endpoint, settings) else None
+        form = form_of(endpoint, settings, rows is not None)
+        headers = {"Content-Type": JSON, "Accept": form.content_type, "Accept-Encoding": "gzip, deflate"}
         if access.api_key:
             headers["Authorization"] = f"Bearer {access.api_key}"
         dataset = dataset_for(settings, endpoint.shape, counter)
-        rows = TokenRows(settings.late_chunk_size) if token_level(endpoint, settings) else None
         # Each input's own count is kept only where a token-level answer is checked against it, and only
         # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
         per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
@@ -196,9 +196,9 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             requests=request_pool(endpoint, settings, dataset, counter, per_input),
             client_token_source=counter.source,
             access=access,
+            form=form,
             limits=limits,
-            metadata_item_bytes=METADATA_ITEM_BYTES if settings.encoding_format == "bytes" else 0,
-            dims=settings.dimensions,
+            max_kept=limits.max_body_bytes,
             schedule=getattr(dataset, "schedule", None),
             endpoint=endpoint,
             token_rows=rows,

@@ -1,20 +1,20 @@
-"""Token-level answers: vLLM's token_embed and token_classify tasks, TEI's /embed_all. Each input's answer is
-a matrix of one row per input token (or per chunk of tokens, with late chunking), so the rows are checked
-against the request's token count, in every encoding: JSON rows, base64 and `bytes_only` sizes, and the
-`shape` of each `bytes` metadata item.
+"""Token-level answers: a pooling task of one row per input token (token_embed, token_classify), or a route that
+answers only so. Each input's answer is a matrix of one row per input token (or per chunk of tokens, with late
+chunking), so the rows are checked against the request's token count, in every form the answer's form gives
+them: each input's rows (JSON rows, a binary form's shapes), base64 sizes, or a raw body's size alone.
 
-A model's pooler may drop its special tokens' rows: vLLM's BGE-M3 drops the BOS row of its token_embed answer
+A model's pooler may drop its special tokens' rows: BGE-M3 drops the BOS row of its token_embed answer
 and the BOS and EOS rows of its token_classify one (whose rows are then single numbers). So the rows each
 input lacks (0 to MAX_DROPPED) and the row's width (the hidden size, or the labels) are learned from the
 answers: `TokenRows` keeps every (dropped, width) pair that all the answers so far allow, and an answer
-that allows none of them is one failed request that says what was expected. A `bytes_only` body of
+that allows none of them is one failed request that says what was expected. A raw body of
 Σ rows x width x dtype bytes has both unknown, and a size that changes with every request's tokens: its
 first answer may allow two pairs, the next ones tell them apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from poolbench_locust.engine.body import BadResponse
@@ -27,7 +27,7 @@ TOKEN_MATRIX = (
 """Said of a float answer's matrix where one vector per input was expected: the serving bug once taken for a
 speed-up (WIRE.md), or a token-level model asked without --pooling-task."""
 MAX_DROPPED = 2
-"""Rows a pooler may leave out of each input's answer: its BOS and EOS tokens' (vLLM's BOSEOSFilter)."""
+"""Rows a pooler may leave out of each input's answer: its BOS and EOS tokens'."""
 
 
 def _shown_width(width: int) -> str:
@@ -46,6 +46,12 @@ class TokenRows:
         """--late-chunk-size: one row per chunk of this many tokens (no row is dropped then)."""
         self.shapes: frozenset[tuple[int, int]] | None = None
         """(rows dropped per input, row width) that every answer so far allows; None before the first."""
+
+    def hidden(self) -> int | None:
+        """The rows' one width, once the answers have told it; else None."""
+        if self.shapes is not None and len(widths := {width for _, width in self.shapes}) == 1:
+            return next(iter(widths))
+        return None
 
     # How many rows `tokens` input tokens make.
     def _rows(self, tokens: int, dropped: int) -> int:
@@ -98,7 +104,7 @@ class TokenRows:
     def judge_rows(
         self, rows: Sequence[int], width: int, tokens: int | None, where: str, per_input: Sequence[int] = ()
     ) -> int:
-        """An answer whose rows per input are known (JSON float, `bytes` metadata shapes): check them against
+        """An answer whose rows per input are known (JSON float, a binary form's shapes): check them against
         the token count (`where` says whose) and each input's exact count where known; return Σ rows."""
         total = sum(rows)
         if (problem := self._width_problem(width)) is not None:
@@ -124,16 +130,6 @@ class TokenRows:
         )
         return total
 
-    def judge_total(self, rows: int, inputs: int, tokens: int, where: str) -> None:
-        """A count that came after the rows were judged (TEI's x-compute-tokens header): Σ rows against it."""
-        learned = self.shapes or frozenset()
-        allowed = {(k, w) for k, w in learned if self._fits_total(rows, inputs, tokens, k)}
-        self._settle(
-            allowed,
-            f"{rows} token rows for {tokens} input tokens ({where}) in {inputs} inputs, "
-            f"expected {self._expected(tokens, inputs)}",
-        )
-
     def judge_size(
         self,
         what: str,
@@ -144,7 +140,7 @@ class TokenRows:
         where: str,
         per_input: Sequence[int] = (),
     ) -> int | None:
-        """Raw token rows whose bytes only are known: one size for a `bytes_only` body (all the inputs), or
+        """Raw token rows whose bytes only are known: one size for a raw body (all the inputs), or
         one per input (base64 strings). Each is rows x width x dtype_bytes. Return Σ rows, or None where
         nothing says how many there should be (no count, or late chunking without each input's count)."""
         total = sum(sizes)
@@ -235,31 +231,3 @@ def base64_sizes(vectors: Sequence[Any]) -> list[int]:
             raise BadResponse(f"embedding {i} is not a base64 string")
         sizes.append(len(text) // 4 * 3 - (text[-2:].count("=")))
     return sizes
-
-
-def rows_of_metadata(items: Sequence[Any], dtype_bytes: int) -> tuple[list[int], int]:
-    """Each `bytes` metadata item's `shape` ([tokens, dim], or [tokens] for one number a token), checked
-    against its own offsets; the rows of each and their one width."""
-    rows: list[int] = []
-    width: int | None = None
-    for i, item in enumerate(items):
-        shape = item.get("shape") if isinstance(item, Mapping) else None
-        if (
-            not isinstance(shape, list)
-            or not 1 <= len(shape) <= 2
-            or not all(type(n) is int and 0 < n <= 1 << 40 for n in shape)
-        ):
-            raise BadResponse(f"metadata item {i} has no [tokens, dim] shape")
-        item_rows, item_width = shape[0], shape[1] if len(shape) == 2 else 1
-        size = int(item["end"]) - int(item["start"])  # integers: check_bytes made sure
-        if size != item_rows * item_width * dtype_bytes:
-            raise BadResponse(
-                f"metadata item {i} shape {shape} does not match its offsets: end - start = {size} bytes, "
-                f"the shape says {item_rows * item_width * dtype_bytes}"
-            )
-        if width is None:
-            width = item_width
-        elif item_width != width:
-            raise BadResponse(f"metadata item {i} has token rows of {_shown_width(item_width)}, expected {width}")
-        rows.append(item_rows)
-    return rows, width or 0

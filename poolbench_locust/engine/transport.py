@@ -6,8 +6,8 @@ geventhttpclient trusts the server in four ways this module takes back:
 - its parser keeps whatever header a server sends, and its reads only give the request's deadline
   a chance to fire when a recv blocks: a header (or body) streamed as fast as the client reads it
   never ended. `BoundedResponse` counts the head against --max-header-kb (and the request's
-  allowance: a `bytes` batch's metadata header) and checks the deadline on every block received,
-  blocking or not.
+  allowance: a header that grows with the batch, AnswerForm.head_allowance) and checks the deadline
+  on every block received, blocking or not.
 - its response gives its socket back when an interim 1xx (100 Continue, 103 Early Hints) ends, so a
   final response whose body came in a later read had an empty body. `BoundedResponse` keeps the
   socket until the final response ends.
@@ -87,7 +87,9 @@ class Exchange:
     def __init__(self, max_header_bytes: int) -> None:
         self.max_header_bytes = max_header_bytes
         self.head_allowance = 0
-        """Bytes the request's answer may add to the head beyond max_header_bytes (a `bytes` batch's metadata)."""
+        """Bytes the request's answer may add to the head beyond max_header_bytes (AnswerForm.head_allowance)."""
+        self.allowance_why = ""
+        """What that allowance is, in the failure's words."""
         self.deadline: gevent.Timeout | None = None
         self.expires_at = float("inf")
         self.sent_at = 0.0
@@ -98,8 +100,9 @@ class Exchange:
         self.response: BoundedResponse | None = None
         self.sock: socket.socket | None = None
 
-    def begin(self, deadline: gevent.Timeout, seconds: float, head_allowance: int = 0) -> None:
+    def begin(self, deadline: gevent.Timeout, seconds: float, head_allowance: int = 0, allowance_why: str = "") -> None:
         self.head_allowance = head_allowance
+        self.allowance_why = allowance_why
         self.deadline = deadline
         self.expires_at = perf_counter() + seconds
         self.retried = False
@@ -145,7 +148,7 @@ def head_too_large(exchange: Exchange) -> str:
     if not exchange.head_allowance:
         return f"response headers larger than {base}"
     allowed = (exchange.max_header_bytes + exchange.head_allowance) // 1024
-    return f"response headers larger than {allowed} KiB: {base} and the largest metadata header of the batch"
+    return f"response headers larger than {allowed} KiB: {base} and {exchange.allowance_why}"
 
 
 class BoundedResponse(HTTPSocketPoolResponse):

@@ -22,7 +22,7 @@ from locust.contrib.fasthttp import ErrorResponse, FastResponse
 from locust.event import EventHook
 from locust.exception import CatchResponseError, StopUser
 
-from poolbench_locust.endpoints.spec import AnswerError, Endpoint
+from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer
 from poolbench_locust.engine import answer_checks, failure_messages
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
@@ -41,12 +41,7 @@ from poolbench_locust.engine.transport import (
 )
 from poolbench_locust.options import OptionError
 from poolbench_locust.store import Slot
-from poolbench_locust.wire import (
-    DTYPE_SIZES,
-    JSON,
-    OCTET_STREAM,
-    TEI_TOKENS_HEADER,
-)
+from poolbench_locust.wire import JSON
 from poolbench_locust.workload import PreparedRequest
 from poolbench_locust.workload.arrival import open_loop_of
 from poolbench_locust.workload.warmup import warmup_of
@@ -197,7 +192,10 @@ class EndpointUser(FastHttpUser):
         deadline = gevent.Timeout(plan.settings.request_timeout)
         deadline.start()
         exchange = self._exchange
-        exchange.begin(deadline, plan.settings.request_timeout, req.sequences * plan.metadata_item_bytes)
+        form = plan.form
+        exchange.begin(
+            deadline, plan.settings.request_timeout, req.sequences * form.head_allowance, form.head_allowance_why
+        )
         start_time = time()  # the event's wall-clock start, as FastHttpSession gives it
         start = perf_counter()
         origin = start if due is None else min(due, start)
@@ -292,39 +290,36 @@ class EndpointUser(FastHttpUser):
                 except BadResponse as e:  # the status is what went wrong; the body's trouble comes second
                     return e.received, f"HTTP {status}: {e}"
                 return body.wire_bytes, _error_message(status, content_type, body.data or b"", headers)
-            settings = plan.settings
-            expected = OCTET_STREAM if settings.binary else JSON
-            if content_type != expected:
+            form = plan.form
+            if content_type != form.content_type:
                 body = self._read(resp, keep=False)
-                return body.wire_bytes, f"wrong content type: expected {expected}, got {content_type or 'none'}"
-            if settings.binary:
-                body, tokens, source = self._binary(plan, resp, req, context)
-            else:
-                body = self._read(resp, keep=True, max_kept=plan.limits.max_body_bytes)
-                tokens = answer_checks.check_json(plan.endpoint, body, req, settings, context, plan.token_rows)
-                source = "server"
-            header_tokens = answer_checks.server_headers(headers, context)
+                return (
+                    body.wire_bytes,
+                    f"wrong content type: expected {form.content_type}, got {content_type or 'none'}",
+                )
+            answer, data = self._answer(plan, form, resp, req)
+            what = "results" if plan.endpoint.shape == "pairs" else "embeddings"
+            answer_checks.judge(answer, data, req, plan.settings, what, plan.token_rows, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
             return (self._body.wire_bytes if self._body is not None else e.received), str(e)
-        if tokens is None and header_tokens is not None:
-            tokens, source = header_tokens, "server"
-            if plan.token_rows is not None and "vectors" in context:  # TEI's /embed_all: its rows against its count
-                try:
-                    where = f"the {TEI_TOKENS_HEADER} header"
-                    plan.token_rows.judge_total(context["vectors"], req.sequences, tokens, where)
-                except BadResponse as e:
-                    return body.wire_bytes, str(e)
-        elif tokens is None:  # a valid answer without a count: the client's own count, said once per route
-            if settings.require_server_tokens:
-                return body.wire_bytes, answer_checks.missing_tokens(plan.endpoint, settings)
-            tokens, source = req.client_tokens, plan.client_token_source
-            self._said_uncounted(plan)
-        context["input_tokens"] = tokens
-        context["token_source"] = source
-        if source in ("server", "metadata"):  # both counts exist: the stats show their gap
+        received = self._body.wire_bytes if self._body is not None else 0
+        if (tokens := answer.prompt_tokens) is not None:
+            source = answer.token_source
+            # both counts exist: the stats show their gap
             context["client_tokens"] = req.client_tokens
             context["client_token_source"] = plan.client_token_source
-        return body.wire_bytes, None
+        else:  # a valid answer without a count: the client's own count, said once per route
+            if not answer.client_counted:
+                if plan.settings.require_server_tokens:
+                    return (
+                        received,
+                        f"answer has no token count (looked for {form.looked_for}); --require-server-tokens",
+                    )
+                self._said_uncounted(plan)
+            tokens, source = req.client_tokens, plan.client_token_source
+        context["input_tokens"] = tokens
+        context["token_source"] = source
+        return received, None
 
     def _said_uncounted(self, plan: Plan) -> None:
         said = _UNCOUNTED_ROUTES.of(self.environment)
@@ -334,7 +329,7 @@ class EndpointUser(FastHttpUser):
                 "%s (%s): the server's answers carry no token count (looked for %s); their tokens are the "
                 "client's own count (%s); --require-server-tokens makes such an answer a failed request",
                 *key,
-                answer_checks.looked_for(plan.endpoint, plan.settings),
+                plan.form.looked_for,
                 plan.client_token_source,
             )
 
@@ -343,38 +338,24 @@ class EndpointUser(FastHttpUser):
         self._body = read_body(resp, self._exchange, **how)
         return self._body
 
-    def _binary(
-        self, plan: Plan, resp: Any, req: PreparedRequest, context: RequestContext
-    ) -> tuple[Body, int | None, str]:
-        settings = plan.settings
-        if (form := plan.endpoint.binary) is not None:  # the route's own binary form
+    def _answer(self, plan: Plan, form: AnswerForm, resp: Any, req: PreparedRequest) -> tuple[ParsedAnswer, bytes]:
+        """Read the body as its form says (kept whole, or streamed and dropped but for its head), then the
+        answer from it: (the answer, the JSON body or b"")."""
+        headers = resp.headers
+        try:
+            if form.keeps_body:
+                body = self._read(resp, keep=True, max_kept=plan.max_kept)
+                data = body.data or b""
+                return form.read(headers, None, data, body.size, req.expected_items), data
+            rows = plan.token_rows
             try:
-                head = form.head_bytes(resp.headers, settings)
+                head, note = form.head(headers, rows.hidden() if rows is not None else None)
             except AnswerError as e:  # still a whole request: its time and bytes include the body
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
             body = self._read(resp, keep=False, head=head)
-            return body, answer_checks.check_binary_form(form, resp.headers, body, req, settings), "server"
-        width = DTYPE_SIZES[settings.embed_dtype]
-        if settings.encoding_format == "bytes":
-            try:
-                meta = answer_checks.metadata(resp.headers, each_item=plan.token_rows is not None)
-            except BadResponse as e:  # still a whole request: its time and bytes include the body
-                raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
-            head = answer_checks.first_vector_size(meta) if settings.check_vectors else 0
-            body = self._read(resp, keep=False, head=head)
-            checked = answer_checks.check_bytes(meta, body, req, settings, plan.token_rows, context)
-            return body, checked, "metadata"
-        if (rows := plan.token_rows) is not None:  # Σ tokens x hidden x width: a size of its own each request
-            head = answer_checks.token_row_head(rows, settings) if settings.check_vectors else 0
-            body = self._read(resp, keep=False, head=head)
-            if (counted := answer_checks.check_token_bytes_only(rows, body, req, settings)) is not None:
-                context["vectors"] = counted
-            return body, req.client_tokens, plan.client_token_source
-        # Before the dimension is known, the first vector is somewhere in the first VECTOR_HEAD_LIMIT bytes.
-        head = (plan.dims * width if plan.dims else answer_checks.VECTOR_HEAD_LIMIT) if settings.check_vectors else 0
-        body = self._read(resp, keep=False, head=head)
-        plan.dims = answer_checks.check_bytes_only(body, req, settings, plan.dims)
-        return body, req.client_tokens, plan.client_token_source
+            return form.read(headers, note, body.head, body.size, req.expected_items), b""
+        except AnswerError as e:
+            raise BadResponse(str(e)) from None
 
 
 def endpoint_users(environment: Any) -> list[type[EndpointUser]]:
