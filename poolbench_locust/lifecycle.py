@@ -20,6 +20,8 @@ import gevent
 import psutil  # Locust's own dependency (locust.runners measures CPU with it): no new one
 from locust.runners import MasterRunner
 
+from poolbench_locust.locust_options import locust_options
+
 logger = logging.getLogger("poolbench_locust")
 
 WORKERS_CONNECT_S = 3.0
@@ -34,10 +36,10 @@ outlive its master on a slow machine (and hold the run's stderr for the heartbea
 def quit_workers(environment: Any, runner: MasterRunner) -> None:
     """Tell every worker to quit; with --processes, wait first (bounded) for the forked ones to connect
     (only a connected worker hears the quit message), and see them end after."""
-    options = environment.parsed_options
-    forked = bool(getattr(options, "processes", None))
+    options = locust_options(environment)
+    forked = bool(options.processes)
     if forked:
-        expected = getattr(options, "expect_workers", 1)
+        expected = options.expect_workers
         deadline = time.monotonic() + WORKERS_CONNECT_S
         while len(runner.clients.ready) < expected and time.monotonic() < deadline:
             gevent.sleep(0.05)

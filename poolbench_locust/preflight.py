@@ -21,6 +21,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.pace_causes import alone_ms, note_alone
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
@@ -106,7 +107,7 @@ def _enabled(environment: Environment) -> bool:
 
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     # A web UI's run gets its host and options from the form: it is checked at test_start instead.
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
+    waits_for_the_form = web_ui is not None and not locust_options(environment).autostart
     if isinstance(runner, WorkerRunner) or waits_for_the_form:
         return
     if _enabled(environment) and (error := preflight_error(environment)) is not None:

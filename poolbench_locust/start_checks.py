@@ -15,6 +15,7 @@ from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error, probed
 from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.locust_options import LocustOptions, locust_options
 from poolbench_locust.options import OptionError, options_error
 
 logger = logging.getLogger("poolbench_locust")
@@ -36,7 +37,7 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
         try:
             # The host to check is the options' (the form's, in the web UI): a User class keeps the host
             # of the run before, which Locust set on it, until the next spawn.
-            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, environment)
+            plan_for(user_class, checked, LocustOptions(checked).host or environment.host, environment)
         except OptionError as e:
             return str(e)
     return None
@@ -61,7 +62,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         return  # a worker takes its options and host from the master
     # A web UI's run starts when its form is sent, maybe with another host, and the target may come
     # up only by then (a pod started beside its server): its host is checked at test_start.
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
+    waits_for_the_form = web_ui is not None and not locust_options(environment).autostart
     if (error := start_error(environment, check_host=not waits_for_the_form)) is not None:
         exit_early(environment, error)
 

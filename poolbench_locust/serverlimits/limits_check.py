@@ -23,6 +23,7 @@ from poolbench_locust.access import warnings_given
 from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import OptionError
 from poolbench_locust.serverlimits.tei_info import TeiLimits, tei_limits
 from poolbench_locust.serverlimits.vllm_models import max_model_len
@@ -123,7 +124,7 @@ def warn_model_length(environment: Environment) -> None:
 
 
 def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
+    waits_for_the_form = web_ui is not None and not locust_options(environment).autostart
     if isinstance(runner, WorkerRunner) or waits_for_the_form:
         return
     if (error := batch_error(environment)) is not None:
