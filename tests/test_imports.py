@@ -21,7 +21,7 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
-    # add to Locust's pages, the HTML tables, the early exit, Locust's own options.
+    # add to Locust's pages, the HTML tables, the early exit and the start checks' template, Locust's own options.
     (
         "base",
         (

@@ -1,5 +1,6 @@
 """Locust's own options read once (poolbench_locust/locust_options.py): each one's coercion of what Locust's
-parser, the web UI's form or a test's Namespace may leave in parsed_options. No process is started."""
+parser, the web UI's form or a test's Namespace may leave in parsed_options; and the start checks' one
+template (poolbench_locust/lifecycle.py's StartCheck): where a declared check runs. No process is started."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import argparse
 from types import SimpleNamespace
 from typing import Any
 
+import gevent
 import pytest
+from locust.runners import WorkerRunner
 
+from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.locust_options import LocustOptions, locust_options
 from tests.support.harness import options
 
@@ -83,3 +87,75 @@ def test_options_are_read_when_asked_for():
     environment = SimpleNamespace(parsed_options=argparse.Namespace(num_users=2))
     environment.parsed_options.num_users = 5  # what the web form does before the next run
     assert locust_options(environment).num_users == 5
+
+
+class Ran:
+    """A StartCheck whose checks say so, with the error each gives."""
+
+    def __init__(self, error: str | None = None, before_the_form: bool = True) -> None:
+        self.calls: list[str] = []
+        self.error = error
+        early = (lambda environment: self.called("before the form")) if before_the_form else None
+        self.start_check = StartCheck(lambda environment: self.called("check"), early)
+
+    def called(self, which: str) -> str | None:
+        self.calls.append(which)
+        return self.error
+
+
+class Worker(WorkerRunner):
+    """Only its type is asked: no master to connect to."""
+
+    def __init__(self) -> None:
+        self.greenlet = None
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def environment(**values: Any) -> SimpleNamespace:
+    return SimpleNamespace(parsed_options=argparse.Namespace(**values), runner=None)
+
+
+def test_a_headless_or_autostart_run_is_checked_at_init_and_its_error_ends_the_process():
+    for env, web_ui in ((environment(headless=True), None), (environment(autostart=True), object())):
+        ran = Ran()
+        ran.start_check.on_init(env, runner=None, web_ui=web_ui)
+        assert ran.calls == ["check"]
+        with pytest.raises(SystemExit) as ended:
+            Ran("bad").start_check.on_init(env, runner=None, web_ui=web_ui)
+        assert ended.value.code == 1
+
+
+def test_a_run_that_waits_for_the_web_form_is_checked_at_init_only_by_what_comes_before_the_form():
+    ran, alone = Ran(), Ran(before_the_form=False)
+    ran.start_check.on_init(environment(), runner=None, web_ui=object())
+    alone.start_check.on_init(environment(), runner=None, web_ui=object())
+    assert ran.calls == ["before the form"] and alone.calls == []
+
+
+def test_a_worker_is_never_checked():
+    worker = Worker()
+    ran = Ran("bad")
+    ran.start_check.on_init(environment(headless=True), runner=worker, web_ui=None)
+    env = environment()
+    env.runner = worker
+    ran.start_check.on_test_start(env)
+    assert ran.calls == []
+
+
+def test_test_start_checks_again_and_an_error_stops_that_run_only():
+    env = environment()
+    ran = Ran()
+    ran.start_check.on_test_start(env)  # no runner: no run to check
+    env.runner = Runner()
+    ran.start_check.on_test_start(env)
+    assert ran.calls == ["check"]
+    Ran("bad").start_check.on_test_start(env)
+    gevent.sleep(0)
+    assert env.runner.stopped
