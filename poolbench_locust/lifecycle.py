@@ -4,6 +4,9 @@ With --processes (or a distributed run), Locust forked or connected workers befo
 listeners ran. A master that only called sys.exit left them waiting about a minute for its heartbeat
 (locust.main's clean-up takes a running child for an exited one); on Kubernetes they logged errors for
 that minute. A master's quit message ends them now.
+
+StartCheck is where a check of the run at its start runs (at init, or at each test_start of a web UI's
+run), written once for the modules that stop a bad run at start.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import gevent
 import psutil  # Locust's own dependency (locust.runners measures CPU with it): no new one
-from locust.runners import MasterRunner
+from locust.event import Events
+from locust.runners import MasterRunner, WorkerRunner
+
+from poolbench_locust.locust_options import locust_options
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -34,10 +41,10 @@ outlive its master on a slow machine (and hold the run's stderr for the heartbea
 def quit_workers(environment: Any, runner: MasterRunner) -> None:
     """Tell every worker to quit; with --processes, wait first (bounded) for the forked ones to connect
     (only a connected worker hears the quit message), and see them end after."""
-    options = environment.parsed_options
-    forked = bool(getattr(options, "processes", None))
+    options = locust_options(environment)
+    forked = bool(options.processes)
     if forked:
-        expected = getattr(options, "expect_workers", 1)
+        expected = options.expect_workers
         deadline = time.monotonic() + WORKERS_CONNECT_S
         while len(runner.clients.ready) < expected and time.monotonic() < deadline:
             gevent.sleep(0.05)
@@ -106,3 +113,40 @@ def exit_early(environment: Any, error: str) -> NoReturn:
     if isinstance(runner := environment.runner, MasterRunner):
         quit_workers(environment, runner)
     sys.exit(1)
+
+
+Check = Callable[[Any], str | None]
+"""A check of the run at its start: the one line that says why it cannot run, or None."""
+
+
+class StartCheck:
+    """A check run where Locust starts a run, declared by its module with its check alone.
+
+    A headless or --autostart run is checked at init: an error ends the process (exit_early). A web UI's
+    run gets its options and host from the form, so it is checked at each test_start, before users spawn:
+    an error stops that run and the UI stays up (stop_run); `before_the_form`, if given, is what can be
+    checked at init all the same. A worker is never checked: it takes its options and host from the master.
+    """
+
+    def __init__(self, check: Check, before_the_form: Check | None = None) -> None:
+        self.check = check
+        self.before_the_form = before_the_form
+
+    def on_init(self, environment: Any, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+        if isinstance(runner, WorkerRunner):
+            return
+        waits_for_the_form = web_ui is not None and not locust_options(environment).autostart
+        check = self.before_the_form if waits_for_the_form else self.check
+        if check is not None and (error := check(environment)) is not None:
+            exit_early(environment, error)
+
+    def on_test_start(self, environment: Any, **_: Any) -> None:
+        runner = environment.runner
+        if isinstance(runner, WorkerRunner) or runner is None:
+            return
+        if (error := self.check(environment)) is not None:
+            stop_run(environment, error)
+
+    def setup(self, events: Events) -> None:
+        events.init.add_listener(self.on_init)
+        events.test_start.add_listener(self.on_test_start)

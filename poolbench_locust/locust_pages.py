@@ -25,6 +25,8 @@ from locust.env import Environment
 from locust.event import EventHook, Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.locust_options import locust_options
+
 SERVER_METRICS_SECTION = 10
 CHARTS_SECTION = 20
 POOLING_SECTION = 30
@@ -83,7 +85,7 @@ def web_rows(rows: list[dict[str, Any]], name_column: str) -> list[dict[str, Any
 
 def web_base(environment: Environment) -> str:
     """The web UI's --web-base-path without its last slash: the prefix of every route of ours."""
-    return (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+    return locust_options(environment).web_base_path
 
 
 def add_route(environment: Environment, path: str, view: Callable[[], Response]) -> None:
@@ -197,7 +199,7 @@ def _install_web_ui(environment: Environment, web_ui: Any) -> None:
 
 def write_html_file(environment: Environment) -> None:
     """The --html file Locust wrote, with every section added, rewritten once."""
-    html_file = getattr(environment.parsed_options, "html_file", None)
+    html_file = locust_options(environment).html_file
     if not html_file:
         return
     with open(html_file, encoding="utf-8") as f:

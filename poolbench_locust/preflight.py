@@ -16,11 +16,10 @@ import logging
 from typing import Any
 
 from locust.env import Environment
-from locust.event import EventHook, Events
-from locust.runners import WorkerRunner
+from locust.event import EventHook
 
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
-from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.metrics.pace_causes import alone_ms, note_alone
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
@@ -104,24 +103,11 @@ def _enabled(environment: Environment) -> bool:
     return bool(environment.host) or any(u.host for u in endpoint_users(environment))
 
 
-def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-    # A web UI's run gets its host and options from the form: it is checked at test_start instead.
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
-    if isinstance(runner, WorkerRunner) or waits_for_the_form:
-        return
-    if _enabled(environment) and (error := preflight_error(environment)) is not None:
-        exit_early(environment, error)
+def _check(environment: Environment) -> str | None:
+    return preflight_error(environment) if _enabled(environment) else None
 
 
-def on_test_start(environment: Environment, **_: Any) -> None:
-    runner = environment.runner
-    if isinstance(runner, WorkerRunner) or runner is None or not _enabled(environment):
-        return
-    if (error := preflight_error(environment)) is not None:
-        stop_run(environment, error)
-
-
-def setup(events: Events) -> None:
-    """After the start checks: a request is sent only with options that passed them."""
-    events.init.add_listener(on_init)
-    events.test_start.add_listener(on_test_start)
+# A web UI's run gets its host and options from the form: it is checked at test_start instead of init.
+# Set up after the start checks: a request is sent only with options that passed them.
+START_CHECK = StartCheck(_check)
+setup = START_CHECK.setup

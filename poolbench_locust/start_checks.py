@@ -7,14 +7,13 @@ import logging
 from typing import Any
 
 from locust.env import Environment
-from locust.event import Events
-from locust.runners import WorkerRunner
 
 from poolbench_locust.endpoints.spec import Endpoint
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error, probed
-from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.lifecycle import StartCheck
+from poolbench_locust.locust_options import LocustOptions
 from poolbench_locust.options import OptionError, options_error
 
 logger = logging.getLogger("poolbench_locust")
@@ -36,7 +35,7 @@ def configuration_error(environment: Environment, options: Any = None) -> str | 
         try:
             # The host to check is the options' (the form's, in the web UI): a User class keeps the host
             # of the run before, which Locust set on it, until the next spawn.
-            plan_for(user_class, checked, getattr(checked, "host", None) or environment.host, environment)
+            plan_for(user_class, checked, LocustOptions(checked).host or environment.host, environment)
         except OptionError as e:
             return str(e)
     return None
@@ -56,25 +55,9 @@ def start_error(environment: Environment, check_host: bool = True) -> str | None
     return error
 
 
-def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-    if isinstance(runner, WorkerRunner):
-        return  # a worker takes its options and host from the master
-    # A web UI's run starts when its form is sent, maybe with another host, and the target may come
-    # up only by then (a pod started beside its server): its host is checked at test_start.
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
-    if (error := start_error(environment, check_host=not waits_for_the_form)) is not None:
-        exit_early(environment, error)
-
-
-def on_test_start(environment: Environment, **_: Any) -> None:
-    # The web UI's form can change the options and the host after start: check them again
-    # before users spawn (a host already checked is not probed again).
-    if isinstance(environment.runner, WorkerRunner):
-        return
-    if (error := start_error(environment)) is not None:
-        stop_run(environment, error)
-
-
-def setup(events: Events) -> None:
-    events.init.add_listener(on_init)
-    events.test_start.add_listener(on_test_start)
+# A web UI's run starts when its form is sent, maybe with another host, and the target may come up only by
+# then (a pod started beside its server): its host is checked at test_start, its options at init too. The
+# form can change the options and the host after start: checked again before users spawn (a host already
+# checked is not probed again).
+START_CHECK = StartCheck(start_error, before_the_form=lambda environment: start_error(environment, check_host=False))
+on_init, on_test_start, setup = START_CHECK.on_init, START_CHECK.on_test_start, START_CHECK.setup

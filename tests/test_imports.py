@@ -21,10 +21,21 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
-    # add to Locust's pages, the HTML tables, the early exit.
+    # add to Locust's pages, the HTML tables, the early exit and the start checks' template, Locust's own options.
     (
         "base",
-        ("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "lifecycle", "texttable", "imageformats"),
+        (
+            "wire",
+            "lazyjson",
+            "store",
+            "urls",
+            "htmltables",
+            "locust_pages",
+            "lifecycle",
+            "texttable",
+            "imageformats",
+            "locust_options",
+        ),
     ),
     ("options", ("options",)),  # the option registry, its parsers and Settings
     ("access", ("access", "host_probe")),  # where the API key may go; --host checked at start

@@ -21,6 +21,7 @@ from poolbench_locust.capacity.repeated import Searches
 from poolbench_locust.capacity.report import Outcome, probe_sheet
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.lifecycle import exit_early
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.checks import EXIT_CODE
 from poolbench_locust.options import OptionError, Settings, settings_of
 from poolbench_locust.workload.arrival import DROP_DUE_MESSAGE, RATE_MESSAGE
@@ -41,7 +42,7 @@ FLUSH_WAIT_S = 0.5
 
 def users_of(environment: Environment) -> int:
     """-u, or the web UI form's Users: the most requests in flight at once."""
-    return int(getattr(environment.parsed_options, "num_users", 0) or 0)
+    return locust_options(environment).num_users
 
 
 def settle_seconds(step_time: float) -> float:
@@ -59,7 +60,7 @@ class CapacityShape(LoadTestShape):
         self.environment = environment
         self.settings = settings
         self.users = users_of(environment)
-        if not self.users and getattr(environment.parsed_options, "headless", False):
+        if not self.users and locust_options(environment).headless:
             raise OptionError("--find-capacity", "needs --users: the most requests in flight at once")
         self.replaced: LoadTestShape | None = None
         """The shape this search took the place of (a locustfile's), put back when the web form turns it off."""
@@ -101,7 +102,7 @@ class CapacityShape(LoadTestShape):
         if self.done:
             return None
         # Locust starts -t's timer only after a shape has ended: the shape keeps it itself, as the cap.
-        run_time = getattr(self.environment.parsed_options, "run_time", None)
+        run_time = locust_options(self.environment).run_time
         if run_time and self.get_run_time() >= run_time:
             logger.info("Capacity search cut short by the run time (-t %gs)", run_time)
             self.finish()
@@ -268,7 +269,7 @@ def _finish(environment: Environment) -> None:
         return
     shape.finish()
     searches, slo = shape.searches, shape.settings.slo
-    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    prefix = locust_options(environment).csv_prefix
     if prefix:
         searches.write_csv(f"{prefix}_capacity.csv")
         if image := probe_sheet(shape.outcome, slo.e2e_ms if slo else None):

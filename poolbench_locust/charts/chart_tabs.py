@@ -12,6 +12,7 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.charts.figures import knee_sheet
 from poolbench_locust.charts.pages import live_fragment, report_section, sweep_steps
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
     CHARTS_SECTION,
     PageEvents,
@@ -73,8 +74,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
-        options = environment.parsed_options
-        if prefix := getattr(options, "csv_prefix", None):
+        if prefix := locust_options(environment).csv_prefix:
             write_knee(environment, prefix)
 
 

@@ -15,6 +15,7 @@ from poolbench_locust.engine.limits import Limits
 from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.engine.token_rows import TokenRows
+from poolbench_locust.locust_options import LocustOptions
 from poolbench_locust.options import BY_FLAG, OptionError, Settings
 from poolbench_locust.store import Slot
 from poolbench_locust.wire import (
@@ -160,7 +161,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
     Made once per environment for each User class, set of options and host; without an environment, anew.
     """
     settings = Settings.from_options(options)
-    target = host or user_class.host or getattr(options, "host", None)
+    target = host or user_class.host or LocustOptions(options).host
     warned = warnings_given(environment) if environment is not None else None
     access = access_for(settings, target, warned)
     limits = Limits.of(settings)

@@ -17,6 +17,7 @@ from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
     CLIENT_LOAD_SECTION,
     CLIENT_LOAD_TAB,
@@ -138,7 +139,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 def _outputs(environment: Environment, board: Board, web_ui: Any) -> None:
     if web_ui is not None:
         _install_web_ui(environment, board)
-    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    prefix = locust_options(environment).csv_prefix
 
     @environment.events.quitting.add_listener
     def files(**_: Any) -> None:

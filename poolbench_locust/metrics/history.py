@@ -24,6 +24,7 @@ import gevent
 from locust.env import Environment
 from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
@@ -176,7 +177,7 @@ def history_of(environment: Environment) -> History:
 
 def take_sample(environment: Environment, stats: PoolingStats) -> Sample:
     """One tick's sample; call it once a tick (the window of current percentiles moves with it)."""
-    full = bool(getattr(environment.parsed_options, "stats_history_enabled", False))
+    full = locust_options(environment).stats_history_enabled
     entries: list[tuple[str | None, Entry]] = [*((e.name, e) for e in stats.sorted_entries()), (None, stats.total)]
     window = history_of(environment).window.figures(entries)
     table = [{**row, **current} for row, current in zip(rows(stats), window, strict=True)]

@@ -17,6 +17,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust import htmltables
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
     POOLING_SECTION,
     POOLING_TAB,
@@ -172,8 +173,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
 
     if web_ui is not None:
         _install_web_ui(environment, stats)
-    options = environment.parsed_options
-    prefix = getattr(options, "csv_prefix", None)
+    prefix = locust_options(environment).csv_prefix
     history_csv = _HistoryCsv(f"{prefix}_pooling_history.csv") if prefix else None
     gevent.spawn(sample_history_while_running, environment, stats, history_csv.write if history_csv else None)
 

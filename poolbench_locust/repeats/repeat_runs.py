@@ -21,6 +21,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.repeats.clock import DONE_MESSAGE, REPEAT_MESSAGE, repeats_of, reset_stats
 
@@ -48,7 +49,7 @@ NEEDS_RUN_TIME = "needs -t longer than --warmup: the repeats share the time afte
 def _needs_run_time(environment: Environment, planned: int) -> bool:
     if _searching(environment):
         return False
-    run_time = getattr(environment.parsed_options, "run_time", None)
+    run_time = locust_options(environment).run_time
     return planned > 1 and (not run_time or run_time <= settings_of(environment).warmup)
 
 
@@ -81,7 +82,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
             return
         warmup = settings_of(environment).warmup
-        repeats.start(environment, planned, warmup, (environment.parsed_options.run_time - warmup) / planned)
+        repeats.start(environment, planned, warmup, (locust_options(environment).run_time - warmup) / planned)
 
     @environment.events.test_stop.add_listener
     def stopped(**_: Any) -> None:
@@ -95,7 +96,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         if table is None or not table.repeats:
             return
         logger.info("%s", table.console())
-        prefix = getattr(environment.parsed_options, "csv_prefix", None)
+        prefix = locust_options(environment).csv_prefix
         if prefix:
             table.write(f"{prefix}_repeats.csv")
 

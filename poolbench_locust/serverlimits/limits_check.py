@@ -13,16 +13,13 @@ so the longest input is at least that (the client counts requests, not each inpu
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from locust.env import Environment
-from locust.event import Events
-from locust.runners import WorkerRunner
 
 from poolbench_locust.access import warnings_given
 from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.engine.user import endpoint_users
-from poolbench_locust.lifecycle import exit_early, stop_run
+from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.options import OptionError
 from poolbench_locust.serverlimits.tei_info import TeiLimits, tei_limits
 from poolbench_locust.serverlimits.vllm_models import max_model_len
@@ -122,27 +119,14 @@ def warn_model_length(environment: Environment) -> None:
             return
 
 
-def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-    waits_for_the_form = web_ui is not None and not getattr(environment.parsed_options, "autostart", False)
-    if isinstance(runner, WorkerRunner) or waits_for_the_form:
-        return
-    if (error := batch_error(environment)) is not None:
-        exit_early(environment, error)
-    warn_model_length(environment)
+def _check(environment: Environment) -> str | None:
+    """A batch the server would refuse; else the one warning on the model's length."""
+    if (error := batch_error(environment)) is None:
+        warn_model_length(environment)
+    return error
 
 
-def on_test_start(environment: Environment, **_: Any) -> None:
-    # The web UI's form may change the host or the batch after start: asked again before users spawn.
-    runner = environment.runner
-    if isinstance(runner, WorkerRunner) or runner is None:
-        return
-    if (error := batch_error(environment)) is not None:
-        stop_run(environment, error)
-        return
-    warn_model_length(environment)
-
-
-def setup(events: Events) -> None:
-    """After the start checks and the bundled mock (the host is known), before preflight's one request."""
-    events.init.add_listener(on_init)
-    events.test_start.add_listener(on_test_start)
+# A web UI's form may change the host or the batch after start: asked again before users spawn. Set up after
+# the start checks and the bundled mock (the host is known), before preflight's one request.
+START_CHECK = StartCheck(_check)
+setup = START_CHECK.setup

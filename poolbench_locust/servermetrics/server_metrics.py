@@ -21,6 +21,7 @@ from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.lifecycle import stop_run
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.pace_causes import alone_ms, provide
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, settings_of
@@ -154,7 +155,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     provide(environment, lambda: saturation.cause(state.views, alone_ms(environment)))
     if web_ui is not None:
         _install_web_ui(environment, state)
-    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    prefix = locust_options(environment).csv_prefix
     if prefix:
         state.history = open(f"{prefix}_server_metrics_history.csv", "w", newline="")  # noqa: SIM115
         csv.writer(state.history).writerow(HISTORY_HEADER)

@@ -12,6 +12,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust.lifecycle import exit_early
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import OptionError, Settings, settings_of
 from poolbench_locust.sweep.steps import StepTable
 from poolbench_locust.workload.arrival import RATE_MESSAGE
@@ -28,7 +29,7 @@ class SweepShape(LoadTestShape):
         self.settings = settings
         self.by_rate = bool(settings.sweep_rates)
         self.targets: tuple[float, ...] = settings.sweep_rates or tuple(settings.sweep_users or ())
-        self.users = int(getattr(environment.parsed_options, "num_users", 0) or 0)
+        self.users = locust_options(environment).num_users
         if self.by_rate and not self.users:
             raise OptionError("--sweep-rates", "needs --users: the most requests in flight at once")
         self.step = -1
@@ -95,7 +96,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     @environment.events.quitting.add_listener
     def finish(**_: Any) -> None:
         shape.finish()
-        prefix = getattr(environment.parsed_options, "csv_prefix", None)
+        prefix = locust_options(environment).csv_prefix
         if prefix:
             shape.table.write(f"{prefix}_sweep.csv")
 

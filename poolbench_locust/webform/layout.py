@@ -26,6 +26,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 from werkzeug.datastructures import ImmutableMultiDict
 
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import insert_before_body_end
 from poolbench_locust.options import ALL_OPTIONS
 from poolbench_locust.options import GROUPS as OPTION_GROUPS
@@ -152,7 +153,7 @@ def restore_names(form: ImmutableMultiDict[str, str], dests: list[str]) -> Immut
 def _install(environment: Environment) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
-    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+    base = locust_options(environment).web_base_path
     actions = extra_actions()
     page_script = script(form_spec(actions))
     dests = list(actions)

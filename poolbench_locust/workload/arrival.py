@@ -29,6 +29,7 @@ from gevent.queue import Queue
 from locust.event import Events
 from locust.runners import MasterRunner
 
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import Settings, settings_of
 from poolbench_locust.store import Slot
 
@@ -102,7 +103,7 @@ class OpenLoop:
 
     def _share(self, environment: Any) -> float:
         runner = environment.runner
-        total = self.total_users or getattr(environment.parsed_options, "num_users", None) or 0
+        total = self.total_users or locust_options(environment).num_users
         here = runner.user_count if runner is not None else 0
         return min(here / total, 1.0) if total and here else 1.0
 
@@ -219,10 +220,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
 def _on_test_start(environment: Any, **_: Any) -> None:
     runner = environment.runner
-    if isinstance(runner, MasterRunner):
-        users = getattr(environment.parsed_options, "num_users", None)
-        if isinstance(users, int) and users > 0:
-            runner.send_message(USERS_MESSAGE, users)
+    if isinstance(runner, MasterRunner) and (users := locust_options(environment).num_users) > 0:
+        runner.send_message(USERS_MESSAGE, users)
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
     open_loop_of(environment).reset(seed=settings_of(environment).seed * 1000 + worker)

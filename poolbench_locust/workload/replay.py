@@ -23,6 +23,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
+from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
 
@@ -108,7 +109,6 @@ class Ending:
         if self.reported < self.expected:
             return
         runner = environment.runner
-        options = environment.parsed_options
         settings = settings_of(environment)
         logger.info(
             "Trace over: the %d requests of %s were sent (in %.1f s, --trace-speed %g); ending the run",
@@ -120,7 +120,7 @@ class Ending:
         if runner is None:
             return
         # as Locust ends a LoadTestShape's run: a headless run quits (its usual exit code), a web UI's stops
-        headless = bool(getattr(options, "headless", False)) or not getattr(environment, "web_ui", None)
+        headless = locust_options(environment).headless or not getattr(environment, "web_ui", None)
         gevent.spawn(runner.quit if headless else runner.stop)
 
 
@@ -196,7 +196,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         return
     # Sent before the spawn messages, on the same connection: a worker knows its share before its first user.
     workers = sorted(c.id for c in (*runner.clients.ready, *runner.clients.running, *runner.clients.spawning))
-    users = int(getattr(environment.parsed_options, "num_users", 0) or 0)
+    users = locust_options(environment).num_users
     if users < len(workers):
         logger.error(
             "-u %d: a trace sent by %d workers needs a user on each: at least -u %d", users, *[len(workers)] * 2
