@@ -24,7 +24,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # add to Locust's pages, the HTML tables, the early exit.
     (
         "base",
-        ("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "lifecycle", "texttable", "imageformats"),
+        (
+            *("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "json_sections", "lifecycle"),
+            *("texttable", "imageformats"),
+        ),
     ),
     ("options", ("options",)),  # the option registry, its parsers and Settings
     ("access", ("access", "host_probe")),  # where the API key may go; --host checked at start

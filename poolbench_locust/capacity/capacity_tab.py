@@ -16,6 +16,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import install, shape_of, uninstall
 from poolbench_locust.capacity.report import CSV_COLUMNS, row
+from poolbench_locust.json_sections import json_safe
 from poolbench_locust.locust_pages import (
     CAPACITY_SECTION,
     CAPACITY_TAB,
@@ -30,7 +31,6 @@ from poolbench_locust.locust_pages import (
 )
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.results.document import json_safe
 from poolbench_locust.webform.validation import form_options
 
 TAB_KEY = "capacity"

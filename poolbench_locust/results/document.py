@@ -10,8 +10,6 @@ the names `vllm bench serve --save-result` uses, so tooling written for vLLM's r
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 import platform
 import re
@@ -28,6 +26,7 @@ from locust.runners import MasterRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 from poolbench_locust.capacity.capacity_shape import searches_of
+from poolbench_locust.json_sections import json_safe
 from poolbench_locust.metrics.client_board import board_if_any
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
@@ -44,8 +43,6 @@ from poolbench_locust.urls import shown_url
 FORMAT = "poolbench-locust-result"
 FORMAT_VERSION = 1
 MAX_FAILURE_ROWS = 1000
-MAX_TEXT = 1000
-"""Longest string kept from a failure message or an option value (they may quote a server)."""
 SECRET_WORDS = frozenset(
     ("key", "apikey", "token", "secret", "password", "passwd", "auth", "login", "credential", "credentials", "cookie")
 )
@@ -57,29 +54,6 @@ def _version(package: str) -> str | None:
         return version(package)
     except PackageNotFoundError:
         return None
-
-
-def _text(value: str) -> str:
-    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "…"
-
-
-def json_safe(value: Any, depth: int = 0) -> Any:
-    """A copy of `value` made of JSON types only: finite numbers, bounded strings, lists and objects."""
-    if depth > 20:
-        return None
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, Mapping):
-        return {_text(str(k)): json_safe(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [json_safe(v, depth + 1) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return json_safe(dataclasses.asdict(value), depth + 1)
-    return _text(str(value))
 
 
 def _secret_dests() -> set[str]:
