@@ -25,6 +25,7 @@ def whole(sections: Iterable[JsonSection] | None = None) -> dict[str, Any]:
     """The document's own part with every section's merged in: its properties, the keys it requires and its
     `$defs`. A key two parts declare is an error: two rooms cannot share a key of the document."""
     schema = own()
+    schema.pop("$comment")  # the file's note that it is only a part
     for section in json_sections() if sections is None else sections:
         for where, part in (("properties", section.properties), ("$defs", section.defs)):
             if shared := set(part) & set(schema[where]):
