@@ -21,7 +21,7 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
-    # add to Locust's pages, the HTML tables, the early exit.
+    # add to Locust's pages, the one way to add to the JSON result, the HTML tables, the early exit.
     (
         "base",
         (
