@@ -1,9 +1,9 @@
 """Everything poolbench-locust registers with Locust, in one place: importing this module is the plugin.
 
-Each room has one `setup(events)`, or `setup(events, pages)` when it adds to Locust's report or web
-UI (locust_pages), as Locust's runners call stats.setup_distributed_stats_event_listeners. They are
-called here in the order their listeners must run: Locust fires an event's listeners in the order
-they were added (quitting in reverse).
+Each room has one `setup(events)`, taking `pages` too when it adds to Locust's report or web UI
+(locust_pages) and `results` when it adds keys to the JSON result (json_sections), as Locust's runners
+call stats.setup_distributed_stats_event_listeners. They are called here in the order their listeners
+must run: Locust fires an event's listeners in the order they were added (quitting in reverse).
 """
 
 from locust import events as locust_events
@@ -21,6 +21,7 @@ from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
+from poolbench_locust.json_sections import ResultEvents, result_events
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, pooling_reports, tokengap
 from poolbench_locust.repeats import repeat_runs
@@ -32,7 +33,7 @@ from poolbench_locust.webform import layout, validation
 from poolbench_locust.workload import arrival, replay, warmup
 
 
-def setup(events: Events, pages: PageEvents) -> None:
+def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # Every option of the registry (options/registry.py) on Locust's parser, in one call.
     events.init_command_line_parser.add_listener(options.add_arguments)
     # The open-loop schedule and warm-up first: test_start resets them before anything else starts.
@@ -53,19 +54,19 @@ def setup(events: Events, pages: PageEvents) -> None:
     # The one writer of the --html file, before every room that adds to it: Locust fires quitting
     # in reverse, so its listener, added first, runs last, after the last scrape and the sweep's last step.
     locust_pages.setup(events)
-    sweep_shape.setup(events)
+    sweep_shape.setup(events, results)
     # --repeat's resets between repeats, after the start checks (a refused run starts no repeats).
-    repeat_runs.setup(events)
+    repeat_runs.setup(events, results)
     # The figures and where they are shown (the order of their report sections and web UI tabs is
-    # locust_pages' *_SECTION and *_TAB).
+    # locust_pages' *_SECTION and *_TAB; of their keys in the JSON result, json_sections' *_JSON).
     chart_tabs.setup(events, pages)
-    pooling_reports.setup(events, pages)
-    clientload.setup(events, pages)
+    pooling_reports.setup(events, pages, results)
+    clientload.setup(events, pages, results)
     # --find-capacity: after the client load, so its probe table and answer print after that table.
     capacity_shape.setup(events)
     tokengap.setup(events)
-    json_result.setup(events)
-    server_metrics.setup(events, pages)
+    json_result.setup(events, results)
+    server_metrics.setup(events, pages, results)
     # After the start checks (a bad run stops before the port is bound) and after the figures' rooms.
     # Its quit listener sleeps --prometheus-linger: quit comes after quitting, so the --html file and
     # the CSV files are written before it.
@@ -73,9 +74,9 @@ def setup(events: Events, pages: PageEvents) -> None:
     # The web UI's form: layout first, it maps the names the page mangles back before validation reads them.
     layout.setup(events)
     validation.setup(events)
-    # The Capacity tab, the report's section, and the form's --find-capacity: after the form's checks, so
-    # that a form they refuse installs no search.
-    capacity_tab.setup(events, pages)
+    # The Capacity tab, the report's section, the form's --find-capacity and the JSON result's capacity:
+    # after the form's checks, so that a form they refuse installs no search.
+    capacity_tab.setup(events, pages, results)
 
 
-setup(locust_events, page_events)
+setup(locust_events, page_events, result_events)

@@ -21,20 +21,13 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
-    # add to Locust's pages, the HTML tables, the early exit and the start checks' template, Locust's own options.
+    # add to Locust's pages, the one way to add to the JSON result, the HTML tables, the early exit and the start
+    # checks' template, Locust's own options.
     (
         "base",
         (
-            "wire",
-            "lazyjson",
-            "store",
-            "urls",
-            "htmltables",
-            "locust_pages",
-            "lifecycle",
-            "texttable",
-            "imageformats",
-            "locust_options",
+            *("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "json_sections", "lifecycle"),
+            *("texttable", "imageformats", "locust_options"),
         ),
     ),
     ("options", ("options",)),  # the option registry, its parsers and Settings
@@ -189,6 +182,27 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def room_of(module: str) -> str:
+    """The top-level room a module belongs to: `capacity` for poolbench_locust.capacity.capacity_tab, `wire`
+    for poolbench_locust.wire, the package itself for its __init__."""
+    return module.split(".")[1] if "." in module else module
+
+
+def rooms_importing_each_other(edges: dict[str, set[str]]) -> list[str]:
+    """Each pair of top-level rooms in which each imports the other (any module of one, any of the other,
+    every import counted): a room-level loop the module-level graph hides when no one module closes it."""
+    between: dict[tuple[str, str], list[str]] = {}
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if room_of(source) != room_of(target):
+                between.setdefault((room_of(source), room_of(target)), []).append(f"{source} -> {target}")
+    return [
+        f"{a} and {b} import each other: {', '.join(between[a, b])}; {', '.join(between[b, a])}"
+        for a, b in sorted(between)
+        if a < b and (b, a) in between
+    ]
+
+
 GRAPH = graph()
 
 
@@ -211,6 +225,10 @@ def test_no_import_cycle():
 
 def test_no_module_imports_a_layer_above_its_own():
     assert upward_edges(GRAPH) == []
+
+
+def test_no_two_rooms_import_each_other():
+    assert rooms_importing_each_other(GRAPH) == []
 
 
 def test_the_wiring_modules_are_leaves():
@@ -247,6 +265,20 @@ def test_a_planted_cycle_is_found(tmp_path):
     store = copy / "store.py"
     store.write_text(store.read_text() + "\ndef later():\n    from poolbench_locust import access\n")
     assert ["poolbench_locust.access", "poolbench_locust.store"] in cycles(graph(copy))
+
+
+def test_two_rooms_that_import_each_other_are_found(tmp_path):
+    """A function-local import planted in the engine, of a module of the metrics room that imports the
+    engine: no module-level cycle, and still two rooms that import each other."""
+    copy = tmp_path / "poolbench_locust"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    body = copy / "engine" / "failure_messages.py"
+    body.write_text(body.read_text() + "\ndef later():\n    from poolbench_locust.metrics import histogram\n")
+    planted = graph(copy)
+    assert cycles(planted) == cycles(GRAPH)
+    found = [line for line in rooms_importing_each_other(planted) if line.startswith("engine and metrics ")]
+    planted_edge = "poolbench_locust.engine.failure_messages -> poolbench_locust.metrics.histogram"
+    assert len(found) == 1 and planted_edge in found[0]
 
 
 def test_the_architecture_page_shows_the_layers_in_order():

@@ -22,7 +22,7 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
 from tests.support.hostile import LISTENING, response, serve_requests
-from tests.support.locust_run import LOAD, ROOT, Completed, csv_rows, run_locust
+from tests.support.locust_run import LOAD, ROOT, Completed, csv_rows, result_schema, run_locust
 from tests.support.ports import free_port
 
 FLAVOURS = {
@@ -43,7 +43,7 @@ PASSWORD = "hunter2-results"
 
 
 def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text())
+    schema = result_schema()  # schema.json holds the document's own keys: every room's part is merged in
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
 
@@ -381,6 +381,45 @@ def test_a_column_added_to_the_pooling_table_appears_in_the_document_by_itself(m
     assert doc["total"]["pooling"]["Goodput Requests/s"] == 12.5 == doc["requests"][0]["pooling"]["Goodput Requests/s"]
     assert doc["mean_e2el_ms"] == 41.0 and doc["std_e2el_ms"] == 3.0
     assert SECRET not in json.dumps(doc)
+
+
+def test_a_section_a_room_pushes_goes_into_the_document_in_its_order_and_into_the_schema():
+    """A room adds keys to the JSON result as it adds a section to the HTML report: a listener of
+    result_events.json_sections appends its JsonSection (its order, its keys' values, their schema)."""
+    from locust.env import Environment
+
+    from poolbench_locust.json_sections import CAPACITY_JSON, SWEEP_JSON, JsonSection, json_sections, result_events
+    from poolbench_locust.results import document, schema
+    from tests.support.harness import options
+
+    def fields(environment: Environment) -> dict[str, Any]:
+        return {"my_room": {"figure": float("nan"), "runner": type(environment.runner).__name__}}
+
+    def between(sections: list[JsonSection], **_: Any) -> None:
+        figures = {"my_room": {"type": "object", "required": ["figure"]}}
+        sections.append(JsonSection((SWEEP_JSON + CAPACITY_JSON) // 2, fields, figures, ("my_room",)))
+
+    result_schema()  # the plugin loaded: every room's own section registered
+    environment = Environment(user_classes=[], parsed_options=options())
+    environment.create_local_runner()
+    pooling = PoolingStats()
+    environment.stats.log_request("POST", "/x", 40, 100)
+    pooling.on_request("/x", 40, 100, None, {"sequences": 1, "input_tokens": 3, "ttfb_ms": 10.0})
+    result_events.json_sections.add_listener(between)
+    try:
+        doc = document.build(environment, pooling, {})
+        whole = schema.whole()
+    finally:
+        result_events.json_sections.remove_listener(between)
+    keys = list(doc)
+    assert keys.index("sweep") < keys.index("my_room") < keys.index("capacity") < keys.index("date")
+    assert doc["my_room"] == {"figure": None, "runner": "LocalRunner"}, "made JSON-safe by the document"
+    assert "my_room" in whole["properties"] and "my_room" in whole["required"]
+    jsonschema.validate(doc, whole)
+    assert "my_room" not in schema.whole(), "gone with its listener"
+    twice = JsonSection(1, lambda environment: {}, {"history": {"type": "object"}})
+    with pytest.raises(ValueError, match="history"):
+        schema.whole([*json_sections(), twice])
 
 
 def synthetic_blocks(seed: int, latency_ms: float, rate: float, seconds: int = 60) -> list[dict]:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from poolbench_locust import EmbeddingsUser, plugin
+from poolbench_locust.json_sections import ResultEvents
 from poolbench_locust.locust_pages import PageEvents
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.store import ATTRIBUTE, Slot, store_of
@@ -22,7 +23,7 @@ from tests.support.harness import Run
 def started(run: Run) -> Run:
     """The run's environment with the plugin's listeners, its test started, as Locust starts one."""
     run.env.create_local_runner()
-    plugin.setup(run.env.events, PageEvents())
+    plugin.setup(run.env.events, PageEvents(), ResultEvents())  # hooks of its own, as its events are
     run.env.events.test_start.fire(environment=run.env)
     return run
 

@@ -1,8 +1,9 @@
 """--find-capacity in Locust's web UI and HTML report, on the runner that drives the search (the master, or
 the only process): the Capacity tab (one row a probe as it ends, and under the table the bracket, the probe
 measuring now, the answer once the search ends and the probes' chart, fetched live), its routes
-(/capacity/state as JSON, /capacity/panel as HTML, /capacity/csv), the report's Capacity section, and the
-web form's --find-capacity: a search installed, or removed, as each run's form says."""
+(/capacity/state as JSON, /capacity/panel as HTML, /capacity/csv), the report's Capacity section, the web
+form's --find-capacity (a search installed, or removed, as each run's form says), and the JSON result's
+`capacity` (and, for --repeat N, its top-level repeats: each one search)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,15 @@ from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 
 from poolbench_locust.capacity import panel
-from poolbench_locust.capacity.capacity_shape import install, shape_of, uninstall
+from poolbench_locust.capacity.capacity_shape import install, searches_of, shape_of, uninstall
 from poolbench_locust.capacity.report import CSV_COLUMNS, row
+from poolbench_locust.json_sections import (
+    CAPACITY_JSON,
+    REPEATED_SEARCHES_JSON,
+    JsonSection,
+    ResultEvents,
+    json_safe,
+)
 from poolbench_locust.locust_pages import (
     CAPACITY_SECTION,
     CAPACITY_TAB,
@@ -30,7 +38,6 @@ from poolbench_locust.locust_pages import (
 )
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.results.document import json_safe
 from poolbench_locust.webform.validation import form_options
 
 TAB_KEY = "capacity"
@@ -118,7 +125,104 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
         _install_web_ui(environment, web_ui)
 
 
-def setup(events: Events, pages: PageEvents) -> None:
+INTERVAL = {
+    "oneOf": [
+        {"type": "null"},
+        {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 2, "maxItems": 2},
+    ]
+}
+PROBE_SCHEMA = {
+    "type": "object",
+    "required": [
+        *("rate", "sent_ratio", "attainment", "e2e_p99_ms", "limited_by", "passed"),
+        *("energy_j", "power_mean_w", "energy_j_per_1m_input_tokens"),
+    ],
+    "properties": {
+        "rate": {"type": "number"},
+        "sent_ratio": {"type": ["number", "null"]},
+        "attainment": {"type": ["number", "null"]},
+        "e2e_p99_ms": {"type": ["number", "null"]},
+        "limited_by": {"enum": ["server", "client"]},
+        "passed": {"type": "boolean"},
+        "energy_j": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "The GPUs' energy over the probe's window (its mean power x its seconds), summed over"
+            " every dcgm-exporter target of --server-metrics; null without one",
+        },
+        "power_mean_w": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "The GPUs' mean power in the probe's window, from their energy counters; null without a"
+            " dcgm-exporter target",
+        },
+        "energy_j_per_1m_input_tokens": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "energy_j per million input tokens the probe sent; null without a dcgm-exporter target",
+        },
+    },
+}
+CAPACITY_SCHEMA = {
+    "description": "--find-capacity: the highest open-loop rate that met --slo, who was the limit, and each probe;"
+    " null when the run searched none.",
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": [
+                *("requests_per_s", "input_tokens_per_s", "sequences_per_s", "attainment", "limited_by"),
+                *("ended", "probes"),
+            ],
+            "properties": {
+                "requests_per_s": {
+                    "type": ["number", "null"],
+                    "description": "The capacity: the highest probe rate that passed; null when none did or the"
+                    " client was the limit.",
+                },
+                "input_tokens_per_s": {"type": ["number", "null"]},
+                "sequences_per_s": {"type": ["number", "null"]},
+                "attainment": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "limited_by": {"enum": ["server", "client", None]},
+                "ended": {"type": ["string", "null"]},
+                "requests_per_s_ci95": {
+                    "description": "--repeat N: the 95 % confidence interval [low, high] of the N searches' answers"
+                    " (Student's t); null without --repeat or when a search claimed none.",
+                    **INTERVAL,
+                },
+                "input_tokens_per_s_ci95": INTERVAL,
+                "sequences_per_s_ci95": INTERVAL,
+                "searches": {
+                    "description": "--repeat N: each search's own answer; null without --repeat.",
+                    "type": ["array", "null"],
+                },
+                "probes": {"type": "array", "items": PROBE_SCHEMA},
+            },
+        },
+    ],
+}
+
+
+def capacity_fields(environment: Environment) -> dict[str, Any]:
+    """The JSON result's `capacity`: the answer and its probes, or None when the run searched none."""
+    searches = searches_of(environment)
+    return {"capacity": None if searches is None or not searches.outcomes else searches.as_dict()}
+
+
+def repeated_search_fields(environment: Environment) -> dict[str, Any]:
+    """--find-capacity --repeat N: each repeat is one whole search, so its figures (capacity/repeated.py) take
+    the place of the repeats room's, under the same top-level keys, whose schema is the repeats room's."""
+    searches = searches_of(environment)
+    return {} if searches is None or (repeated := searches.repeats()) is None else repeated
+
+
+def json_sections(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(CAPACITY_JSON, capacity_fields, {"capacity": CAPACITY_SCHEMA}))
+    sections.append(JsonSection(REPEATED_SEARCHES_JSON, repeated_search_fields))
+
+
+def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     pages.web_ui_tabs.add_listener(web_ui_tab)
     pages.report_sections.add_listener(report_section)
+    results.json_sections.add_listener(json_sections)

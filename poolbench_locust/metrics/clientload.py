@@ -1,7 +1,7 @@
 """Wiring of the client-load figures (pacing.py) into Locust: each process's watcher, the workers'
 figures to the master, and every place they are shown: the web UI's Client load tab and its CSV,
-PREFIX_client_load.csv, the console summary (with the fell-behind warnings again), the HTML report.
-The JSON result and --check-min-rate-ratio read the same board."""
+PREFIX_client_load.csv, the console summary (with the fell-behind warnings again), the HTML report,
+the JSON result's `client_load`. --check-min-rate-ratio reads the same board."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables
+from poolbench_locust.json_sections import CLIENT_LOAD_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
     CLIENT_LOAD_SECTION,
@@ -27,7 +28,7 @@ from poolbench_locust.locust_pages import (
     add_route,
     csv_download,
 )
-from poolbench_locust.metrics.client_board import HEADER, Board, board_of, console_lines
+from poolbench_locust.metrics.client_board import HEADER, Board, board_if_any, board_of, console_lines
 from poolbench_locust.metrics.pacing import (
     FINAL_MESSAGE,
     PACE_REPORT_KEY,
@@ -157,8 +158,43 @@ def _outputs(environment: Environment, board: Board, web_ui: Any) -> None:
             logger.warning("%s", warning)
 
 
-def setup(events: Events, pages: PageEvents) -> None:
+CLIENT_LOAD_SCHEMA = {
+    "description": "Whether the client kept up: per process (and a Total row) the open loop's target, scheduled and"
+    " sent requests/s, the share sent (sent_ratio), how late requests left, the peak CPU, and the warnings; null"
+    " when no process reported",
+    "type": ["object", "null"],
+    "required": ["late_ms", "behind_ratio", "cpu_busy_percent", "sent_ratio", "rows", "warnings"],
+    "properties": {
+        "sent_ratio": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        "rows": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    *("Process", "Target Requests/s", "Sent Requests/s"),
+                    *("Sent Ratio", "Peak CPU %", "Fell Behind"),
+                ],
+            },
+        },
+        "warnings": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    """The JSON result's `client_load`: each process's rate sent and CPU, and the warnings; None where no
+    process reported."""
+    board = board_if_any(environment)
+    return {"client_load": None if board is None or not board.processes else board.as_dict()}
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(CLIENT_LOAD_JSON, json_fields, {"client_load": CLIENT_LOAD_SCHEMA}, ("client_load",)))
+
+
+def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     """After the pooling stats' setup: its console summary follows the pooling table."""
     events.init.add_listener(on_init)
     pages.report_sections.add_listener(report_section)
     pages.web_ui_tabs.add_listener(web_ui_tab)
+    results.json_sections.add_listener(json_section)

@@ -1,5 +1,5 @@
 """Wiring of the pooling stats into Locust: its events, its distributed reports, its web UI,
-its CSV files, its console summary, its HTML report and its exit code."""
+its CSV files, its console summary, its HTML report, its history in the JSON result and its exit code."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust import htmltables
+from poolbench_locust.json_sections import HISTORY_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
     POOLING_SECTION,
@@ -207,7 +208,47 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             console.info("")
 
 
-def setup(events: Events, pages: PageEvents) -> None:
+HISTORY_SCHEMA = {
+    "type": "object",
+    "required": ["interval_s", "samples"],
+    "properties": {
+        "interval_s": {
+            "description": "Seconds between the samples kept (metrics/history.py): 1 for a run up to 10 minutes,"
+            " then the smallest power of two that keeps at most 600 samples.",
+            "type": "number",
+            "exclusiveMinimum": 0,
+        },
+        "samples": {
+            "description": "The pooling table every interval_s (metrics/history.py): the Aggregated row, every row"
+            " with --csv-full-history",
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["time", "user_count", "rows"],
+                "properties": {
+                    "time": {"type": "number"},
+                    "user_count": {"type": "integer", "minimum": 0},
+                    "rows": {"type": "array", "items": {"$ref": "#/$defs/pooling_row"}},
+                },
+            },
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    """The JSON result's `history`: the pooling table every `interval_s` seconds."""
+    history = history_of(environment)
+    return {"history": {"interval_s": history.interval, "samples": history.samples}}
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(HISTORY_JSON, json_fields, {"history": HISTORY_SCHEMA}, ("history",)))
+
+
+def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     pages.report_sections.add_listener(report_section)
     pages.web_ui_tabs.add_listener(web_ui_tab)
+    results.json_sections.add_listener(json_section)

@@ -570,7 +570,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--json-result",
             file_name,
             None,
-            "Write the run's figures to this JSON file at exit (schema: poolbench_locust/results/schema.json).",
+            "Write the run's figures to this JSON file at exit (its schema: poolbench_locust.results.schema.whole()).",
             label="JSON result file",
             web_ui=False,
         ),

@@ -8,7 +8,8 @@ stays the whole run's length (a Kubernetes job's deadline, the web UI's run time
 The master drives the resets: at a repeat's end it asks every worker to send what it has counted and
 reset, waits for each worker's answer (its report arrives before the answer, on the same socket), then
 takes the repeat's row from the merged stats and resets its own. The last repeat's row is taken at
-quitting, after the workers' last reports, as the sweep's last step is."""
+quitting, after the workers' last reports, as the sweep's last step is. The rows and their intervals go
+into the JSON result's top level (`repeats`, `<figure>_ci95`)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
+from poolbench_locust.json_sections import REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import exit_early, stop_run
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.repeats.clock import DONE_MESSAGE, REPEAT_MESSAGE, repeats_of, reset_stats
+from poolbench_locust.repeats.repeat_table import HEADLINE
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -101,5 +104,59 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             table.write(f"{prefix}_repeats.csv")
 
 
-def setup(events: Events) -> None:
+REPEAT_SCHEMA = {
+    "type": "object",
+    "required": [
+        *("repeat", "seconds", "requests", "failures"),
+        *("requests_per_s", "input_tokens_per_s", "e2e_p50_ms", "e2e_p99_ms"),
+    ],
+    "properties": {
+        "repeat": {"type": "integer", "minimum": 1},
+        "seconds": {"type": "number", "minimum": 0},
+        "requests": {"type": "integer", "minimum": 0},
+        "failures": {"type": "integer", "minimum": 0},
+        "requests_per_s": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "With --find-capacity each repeat is one search: its capacity (null when it claimed none).",
+        },
+        "input_tokens_per_s": {"type": ["number", "null"], "minimum": 0},
+        "e2e_p50_ms": {"type": ["number", "null"]},
+        "e2e_p99_ms": {"type": ["number", "null"]},
+    },
+    "additionalProperties": False,
+}
+REPEATS_SCHEMA = {
+    "repeats": {
+        "description": "--repeat N: one object per repeat, its figures over its own seconds (stats reset between"
+        " repeats); null without --repeat",
+        "oneOf": [{"type": "null"}, {"type": "array", "items": REPEAT_SCHEMA}],
+    },
+    **{
+        f"{key}_ci95": {
+            "description": f"--repeat: the 95 % confidence interval [low, high] of the repeats' mean {key} (Student's"
+            " t); null with fewer than two repeats",
+            "oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}],
+        }
+        for key, _ in HEADLINE
+    },
+}
+"""The JSON result's `repeats` and `<figure>_ci95`, at its top level."""
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    """Each repeat's figures and each headline figure's 95 % interval [low, high] (None with one repeat: no
+    spread to judge); all None without --repeat."""
+    table = repeats_of(environment).table
+    if table is None:
+        return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}}
+    return table.to_json()
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(REPEATS_JSON, json_fields, REPEATS_SCHEMA, tuple(REPEATS_SCHEMA)))
+
+
+def setup(events: Events, results: ResultEvents) -> None:
     events.init.add_listener(_on_init)
+    results.json_sections.add_listener(json_section)

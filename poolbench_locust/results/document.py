@@ -1,17 +1,17 @@
-"""The JSON result of a run: one self-describing document (schema.json beside this module).
+"""The JSON result of a run: one self-describing document (its schema: results/schema.py).
 
-Built from what the run's reports are built from, so that it says what they say: the pooling table
-(`table.rows`, every column it has, so columns added later appear by themselves), Locust's own
-request and failure tables (Locust's CSV writer, fed into a list), the history, the sweep's steps
-and the blocks `poolbench-compare` resamples. The run's total also goes in at the top level under
-the names `vllm bench serve --save-result` uses, so tooling written for vLLM's results reads it.
+Built from what the run's reports are built from, so that it says what they say. Its own keys: the run,
+its options, the pooling table (`table.rows`, every column it has, so columns added later appear by
+themselves), Locust's own request and failure tables (Locust's CSV writer, fed into a list) and the blocks
+`poolbench-compare` resamples. Every other room's figures (the history, the sweep's steps, the capacity
+search, the server's metrics, the client load, the repeats) are the sections the rooms push
+(json_sections.py), in their order. The run's total also goes in at the top level under the names
+`vllm bench serve --save-result` uses, so tooling written for vLLM's results reads it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 import platform
 import re
@@ -27,25 +27,17 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
-from poolbench_locust.capacity.capacity_shape import searches_of
-from poolbench_locust.metrics.client_board import board_if_any
+from poolbench_locust.json_sections import json_safe, json_sections
 from poolbench_locust.metrics.collector import AGGREGATED, PoolingStats
 from poolbench_locust.metrics.history import history_of
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.options import settings_of
-from poolbench_locust.repeats.clock import repeats_of
-from poolbench_locust.repeats.repeat_table import HEADLINE
-from poolbench_locust.results.series import TOTAL, Block, Key, series_of
-from poolbench_locust.servermetrics.scraping import scraping_of
-from poolbench_locust.sweep.steps import STEP_COLUMNS
-from poolbench_locust.sweep.sweep_shape import SweepShape
+from poolbench_locust.results.series import TOTAL, Block, Key
 from poolbench_locust.urls import shown_url
 
 FORMAT = "poolbench-locust-result"
 FORMAT_VERSION = 1
 MAX_FAILURE_ROWS = 1000
-MAX_TEXT = 1000
-"""Longest string kept from a failure message or an option value (they may quote a server)."""
 SECRET_WORDS = frozenset(
     ("key", "apikey", "token", "secret", "password", "passwd", "auth", "login", "credential", "credentials", "cookie")
 )
@@ -57,29 +49,6 @@ def _version(package: str) -> str | None:
         return version(package)
     except PackageNotFoundError:
         return None
-
-
-def _text(value: str) -> str:
-    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "…"
-
-
-def json_safe(value: Any, depth: int = 0) -> Any:
-    """A copy of `value` made of JSON types only: finite numbers, bounded strings, lists and objects."""
-    if depth > 20:
-        return None
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, Mapping):
-        return {_text(str(k)): json_safe(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [json_safe(v, depth + 1) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return json_safe(dataclasses.asdict(value), depth + 1)
-    return _text(str(value))
 
 
 def _secret_dests() -> set[str]:
@@ -210,60 +179,8 @@ def _user_classes(environment: Environment) -> list[dict[str, Any]]:
     return json_safe(out)
 
 
-def _sweep(environment: Environment, started: float) -> dict[str, Any] | None:
-
-    shape = environment.shape_class
-    if not isinstance(shape, SweepShape):
-        return None
-    steps = []
-    at = started
-    for row in shape.rows:
-        step = {title: (None if value == "" else value) for title, value in zip(STEP_COLUMNS, row, strict=True)}
-        step["start_time"], at = at, at + float(step["Seconds"] or 0)
-        step["end_time"] = at
-        steps.append(step)
-    return {
-        "by": "rate" if shape.by_rate else "users",
-        "step_time_s": shape.settings.sweep_step_time,
-        "targets": list(shape.targets),
-        "steps": json_safe(steps),
-    }
-
-
-def _capacity(environment: Environment) -> Any:
-    """--find-capacity's answer and its probes (capacity/), or None when the run searched none."""
-    searches = searches_of(environment)
-    return None if searches is None or not searches.outcomes else json_safe(searches.as_dict())
-
-
-def _server_metrics(environment: Environment) -> Any:
-    """The server's own figures (servermetrics/), where they were scraped."""
-    state = scraping_of(environment)
-    if state is None or not state.server_rows():
-        return None
-    return json_safe(state.as_dict(environment))
-
-
-def _client_load(environment: Environment) -> Any:
-    """Whether the client kept up (metrics/client_board.py): each process's rate sent and CPU, and the warnings."""
-    board = board_if_any(environment)
-    return None if board is None or not board.processes else json_safe(board.as_dict())
-
-
 def _iso(epoch: float | None) -> str | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
-
-
-def _repeats(environment: Environment) -> dict[str, Any]:
-    """--repeat: each repeat's figures, and each headline figure's 95 % interval [low, high] (None
-    with one repeat: no spread to judge)."""
-    searches = searches_of(environment)
-    if searches is not None and (repeated := searches.repeats()) is not None:  # each repeat one whole search
-        return json_safe(repeated)
-    table = repeats_of(environment).table
-    if table is None:
-        return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}}
-    return table.to_json()
 
 
 def build(
@@ -330,13 +247,10 @@ def build(
         "total": total,
         "failures": failures,
         "failures_left_out": omitted,
-        "series_seconds": series_of(environment).width,
-        "history": {"interval_s": history.interval, "samples": json_safe(history.samples)},
-        "sweep": _sweep(environment, started),
-        "capacity": _capacity(environment),
-        "server_metrics": _server_metrics(environment),
-        "client_load": _client_load(environment),
-        **_repeats(environment),
+    }
+    for section in json_sections():  # every room's keys, in their order
+        document.update(json_safe(section.fields(environment)))
+    document |= {
         # vLLM's names for the run's total, at the top level where its tooling looks
         "date": datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S"),
         "backend": "poolbench-locust",

@@ -1,4 +1,5 @@
-"""--json-result FILE: the run's JSON result, written by the master (or the only process) at exit."""
+"""--json-result FILE: the run's JSON result, written by the master (or the only process) at exit, and its
+`series_seconds`, the width of the blocks its `series` hold."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.json_sections import SERIES_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, settings_of
@@ -81,5 +83,23 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         logger.info("JSON result written to %s", path)
 
 
-def setup(events: Events) -> None:
+SERIES_SECONDS_SCHEMA = {
+    "description": "Seconds each block of every `series` covers (results/series.py): 1 for a run up to 10 minutes,"
+    " then the smallest power of two that keeps at most 600 blocks (2 up to 20 minutes, 4 up to 40, ..., 256 for a"
+    " day).",
+    "type": "number",
+    "exclusiveMinimum": 0,
+}
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    return {"series_seconds": series_of(environment).width}
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(SERIES_JSON, json_fields, {"series_seconds": SERIES_SECONDS_SCHEMA}))
+
+
+def setup(events: Events, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
+    results.json_sections.add_listener(json_section)

@@ -1,4 +1,5 @@
-"""--server-metrics: the scraper's place in a Locust run and in every report (its options: options/registry.py).
+"""--server-metrics: the scraper's place in a Locust run and in every report, the JSON result's
+`server_metrics` too (its options: options/registry.py).
 
 On the master (or the one local process) only: workers never scrape. The scraper starts with the
 test, takes a new base when the stats are reset (the end of --warmup, or the web UI's Reset stats),
@@ -20,6 +21,7 @@ from locust.runners import WorkerRunner
 from poolbench_locust import locust_pages
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
+from poolbench_locust.json_sections import SERVER_METRICS_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import stop_run
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.pace_causes import alone_ms, provide
@@ -216,7 +218,27 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
             state.history.close()
 
 
-def setup(events: Events, pages: locust_pages.PageEvents) -> None:
+SERVER_METRICS_SCHEMA = {
+    "description": "The server's own metrics where they were scraped (as their module gives them), else null:"
+    " servers and reconciliation (the two tables), and gpus, one object per dcgm-exporter target (gpu_util_mean_pct,"
+    " power_mean_w, energy_j, energy_j_per_1m_input_tokens, energy_j_per_1k_requests, per_gpu...)"
+}
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    """The JSON result's `server_metrics`: the server's own figures, or None where none was scraped."""
+    state = _state(environment)
+    return {"server_metrics": None if state is None or not state.server_rows() else state.as_dict(environment)}
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(
+        JsonSection(SERVER_METRICS_JSON, json_fields, {"server_metrics": SERVER_METRICS_SCHEMA}, ("server_metrics",))
+    )
+
+
+def setup(events: Events, pages: locust_pages.PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     pages.report_sections.add_listener(report_section)
     pages.web_ui_tabs.add_listener(web_ui_tabs)
+    results.json_sections.add_listener(json_section)

@@ -1,5 +1,6 @@
 """A sweep: the same test at rising request rates (open loop) or user counts (closed loop), a fixed
-time per step, with one row per step (sweep/steps.py) to find the knee of the server's curve."""
+time per step, with one row per step (sweep/steps.py) to find the knee of the server's curve, and its
+`sweep` in the JSON result."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.json_sections import SWEEP_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.locust_options import locust_options
+from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, Settings, settings_of
-from poolbench_locust.sweep.steps import StepTable
+from poolbench_locust.sweep.steps import STEP_COLUMNS, StepTable
 from poolbench_locust.workload.arrival import RATE_MESSAGE
 
 logger = logging.getLogger("poolbench_locust")
@@ -101,5 +104,64 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             shape.table.write(f"{prefix}_sweep.csv")
 
 
-def setup(events: Events) -> None:
+STEP_SCHEMA = {
+    "type": "object",
+    "required": [*STEP_COLUMNS[:8], "E2E 99%", "start_time", "end_time"],
+    "properties": {
+        "Step": {"type": "integer", "minimum": 1},
+        "Target": {"type": "number"},
+        "Seconds": {"type": "number"},
+        "Request Count": {"type": "integer", "minimum": 0},
+        "Failure Count": {"type": "integer", "minimum": 0},
+        "Requests/s": {"type": "number"},
+        "Input Tokens/s": {"type": "number"},
+        "E2E 50%": {"type": ["number", "null"]},
+        "E2E 99%": {"type": ["number", "null"]},
+        "start_time": {"type": "number"},
+        "end_time": {"type": "number"},
+    },
+    "additionalProperties": {"type": ["number", "string", "null"]},
+}
+"""A step's row: PREFIX_sweep.csv's columns by their titles, and when the step started and ended."""
+SWEEP_SCHEMA = {
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["by", "step_time_s", "targets", "steps"],
+            "properties": {
+                "by": {"enum": ["rate", "users"]},
+                "step_time_s": {"type": "number"},
+                "targets": {"type": "array", "items": {"type": "number"}},
+                "steps": {"type": "array", "items": STEP_SCHEMA},
+            },
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+def json_fields(environment: Environment) -> dict[str, Any]:
+    """The JSON result's `sweep`: how it stepped and each step's row with its start and end time (epoch
+    seconds), so that two sweeps compare step by step; None when the run swept nothing."""
+    shape = environment.shape_class
+    if not isinstance(shape, SweepShape):
+        return {"sweep": None}
+    steps = []
+    at = stats_of(environment).start_time
+    for row in shape.rows:
+        step = {title: (None if value == "" else value) for title, value in zip(STEP_COLUMNS, row, strict=True)}
+        step["start_time"], at = at, at + float(step["Seconds"] or 0)
+        step["end_time"] = at
+        steps.append(step)
+    sweep = {"by": "rate" if shape.by_rate else "users", "step_time_s": shape.settings.sweep_step_time}
+    return {"sweep": {**sweep, "targets": list(shape.targets), "steps": steps}}
+
+
+def json_section(sections: list[JsonSection], **_: Any) -> None:
+    sections.append(JsonSection(SWEEP_JSON, json_fields, {"sweep": SWEEP_SCHEMA}, ("sweep",)))
+
+
+def setup(events: Events, results: ResultEvents) -> None:
     events.init.add_listener(_on_init)
+    results.json_sections.add_listener(json_section)

@@ -128,3 +128,12 @@ def wait_for_log(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: 
         assert proc.poll() is None, f"locust ended before {text!r}:\n{path.read_text(errors='replace')[-4000:]}"
         assert time.monotonic() < deadline, f"no {text!r} within {timeout} s:\n{path.read_text(errors='replace')}"
         time.sleep(0.2)
+
+
+def result_schema() -> dict[str, Any]:
+    """The JSON result's whole schema, as a run's document is written: the plugin loaded (its setup registers
+    every room's section), schema.json with each room's part merged (poolbench_locust/results/schema.py)."""
+    import poolbench_locust.plugin  # noqa: F401
+    from poolbench_locust.results.schema import whole
+
+    return whole()
