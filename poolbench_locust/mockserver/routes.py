@@ -20,6 +20,7 @@ from poolbench_locust.mockserver import (
     faults,
     infinity,
     kserve,
+    llamacpp,
     nim,
     ollama,
     sglang,
@@ -29,6 +30,7 @@ from poolbench_locust.mockserver import (
 )
 from poolbench_locust.mockserver.answers import Ranking, health
 from poolbench_locust.mockserver.calls import AnswerDraft, Call, Handler
+from poolbench_locust.mockserver.metrics import Page
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import METADATA_HEADER, OCTET_STREAM
 
@@ -92,6 +94,14 @@ SERVICE: Mapping[tuple[str, str], Handler] = {
 
 
 SERVICE_PATTERNS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (("GET", kserve.MODEL_PATH, kserve.metadata),)
+
+
+METRICS_PAGES: Mapping[str, Page] = {"tei": tei.METRICS, "sglang": sglang.METRICS, "llamacpp": llamacpp.METRICS}
+"""GET /metrics: the page of each flavor that has one of its own; every other flavor writes vLLM's."""
+
+
+def metrics_page(flavor: str) -> Page:
+    return METRICS_PAGES.get(flavor, vllm.METRICS)
 
 
 def pooling_route(path: str) -> tuple[Handler, dict[str, str]] | None:

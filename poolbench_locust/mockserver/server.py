@@ -31,7 +31,7 @@ class MockServer:
         self.config = config or MockConfig()
         self.host = host
         self._stats = Stats()
-        self._metrics = Metrics(self.config.model, self.config.flavor)
+        self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
         self._faults = faults.FaultDraw(self.config.faults, self.config.seed)
         # A pool (unbounded) lets stop() end the handlers of idle keep-alive connections too.
         self._server = StreamServer((host, port), self._connection, backlog=BACKLOG, spawn=Pool())
@@ -57,7 +57,7 @@ class MockServer:
     def reset(self) -> None:
         self._stats.reset()
         # as a restarted server's: its counters start again
-        self._metrics = Metrics(self.config.model, self.config.flavor)
+        self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
 
     def _connection(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -20,6 +20,7 @@ from poolbench_locust.mockserver.answers import (
     score,
 )
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, kind, required
+from poolbench_locust.mockserver.metrics import Ended, Metric, Page, each_request, waiting
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import TEI_TOKENS_HEADER, count_prompt, count_prompts, count_words
 
@@ -30,6 +31,10 @@ TEI_MAX_INPUT_LENGTH = 512
 """The longest input TEI's /info says it takes (a BERT-sized model's); a longer one is refused when the
 request asks TEI not to truncate (`truncate: false`); the mock's TEI truncates by default, as TEI does
 when started with --auto-truncate."""
+TEI_DURATION_BUCKETS = tuple(0.00001 * 1.5 ** (i + 1) for i in range(35))
+"""TEI's own (router/src/prometheus.rs): 35 bounds, each 1.5 times the last, from 15 µs."""
+TEI_INPUT_LENGTH_BUCKETS = tuple(float(2**i) for i in range(20) if 2**i <= 16384)
+"""Powers of two up to TEI's max_input_length (the mock's max_batch_tokens, 16384)."""
 SPARSE_ENTRIES = 8
 """Non-zero entries per sparse embedding the mock answers (at most; one per word below it)."""
 
@@ -189,3 +194,47 @@ def info(call: Call) -> Reply:
         "auto_truncate": True,
     }
     return Reply(200, orjson.dumps(doc))
+
+
+def _method(e: Ended) -> tuple[str]:
+    # TEI's `method` says whether `inputs` was one input or a list; the mock knows only how many it had.
+    return ("single" if e.sequences == 1 else "batch",)
+
+
+def _duration(name: str, of: Callable[[Ended], float]) -> Metric:
+    """A histogram of one duration per request served, in TEI's buckets."""
+    return Metric("histogram", name, "", lambda e: [of(e)] if e.served else [], buckets=TEI_DURATION_BUCKETS)
+
+
+METRICS = Page(
+    "rust",
+    (
+        Metric("counter", "te_request_count", "", each_request, per_request=(("method",), _method)),
+        Metric("counter", "te_request_success", "", lambda e: int(e.served), per_request=(("method",), _method)),
+        Metric(
+            "counter",
+            "te_request_failure",
+            "",
+            lambda e: int(e.seconds is not None and not e.served),
+            per_request=(("err",), lambda e: ("validation" if 400 <= e.status < 500 else "backend",)),
+        ),
+        Metric("gauge", "te_queue_size", "", waiting),
+        Metric(
+            "histogram",
+            "te_request_input_length",
+            "",
+            lambda e: e.input_tokens() if e.served else [],
+            buckets=TEI_INPUT_LENGTH_BUCKETS,
+        ),
+        _duration("te_request_duration", lambda e: e.seconds),
+        _duration("te_request_queue_duration", lambda e: e.queue),
+        _duration("te_request_tokenization_duration", lambda e: 0.0),
+        _duration("te_request_inference_duration", lambda e: max(e.seconds - e.queue, 0.0)),
+    ),
+    per_input=True,
+)
+"""TEI 1.9's /metrics (router/src/lib.rs, router/src/http/server.rs, core/src/queue.rs, core/src/tokenization.rs),
+as its Rust exporter writes them: `te_request_count`/`te_request_success{method}`, `te_request_failure{err}`,
+the histograms `te_request_input_length` (one observation per input: its tokens), `te_request_duration`,
+`te_request_queue_duration`, `te_request_tokenization_duration`, `te_request_inference_duration` (one per
+request), and the gauge `te_queue_size` (inputs in the wait). No gauge of what runs: TEI has none."""

@@ -33,6 +33,19 @@ from poolbench_locust.mockserver.answers import (
     usage,
 )
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, kind, model, required
+from poolbench_locust.mockserver.metrics import (
+    MODEL,
+    Metric,
+    Page,
+    each_request,
+    running,
+    served_queue_per_input,
+    served_seconds_per_input,
+    served_sequences,
+    served_tokens,
+    server_seconds,
+    waiting,
+)
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import (
     BINARY_ENCODINGS,
@@ -303,3 +316,65 @@ def models(call: Call) -> Reply:
         "max_model_len": MAX_MODEL_LEN,
     }
     return Reply(200, orjson.dumps({"object": "list", "data": [card]}))
+
+
+_ENGINE = {"model_name": MODEL, "engine": "0"}
+METRICS = Page(
+    "prometheus_client",
+    (
+        Metric(
+            "counter",
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            served_sequences,  # vLLM counts one engine request per prompt
+            labels={**_ENGINE, "finished_reason": "stop"},
+        ),
+        Metric("counter", "vllm:prompt_tokens", "Number of prefill tokens processed.", served_tokens, labels=_ENGINE),
+        Metric(
+            "histogram",
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            served_seconds_per_input,
+            labels=_ENGINE,
+        ),
+        Metric(
+            "histogram",
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            served_queue_per_input,
+            labels=_ENGINE,
+        ),
+        Metric(
+            "counter",
+            "http_requests",
+            "Total number of requests by method, status and handler.",
+            each_request,
+            per_request=(("method", "status", "handler"), lambda e: ("POST", f"{e.status // 100}xx", e.route)),
+        ),
+        Metric(
+            "histogram",
+            "http_request_duration_seconds",
+            "Latency with only few buckets by handler.",
+            server_seconds,
+            per_request=(("method", "handler"), lambda e: ("POST", e.route)),
+        ),
+        Metric(
+            "gauge", "vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting, labels=_ENGINE
+        ),
+        Metric(
+            "gauge",
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            running,
+            labels=_ENGINE,
+        ),
+    ),
+    per_input=False,
+)
+"""vLLM's /metrics, as it writes them with prometheus_client: `vllm:request_success_total` and
+`vllm:prompt_tokens_total` (sequences and usage tokens of the requests served), `vllm:e2e_request_latency_seconds`
+(each such sequence's time on the server, as /mock/timings gives it), `vllm:request_queue_time_seconds` (the
+wait the mock put before the headers, also what its TEI `x-queue-time` header says),
+`vllm:num_requests_waiting`/`_running` (pooling requests in that wait now / past it), and vLLM's HTTP layer's
+`http_requests_total{method,status,handler}` and `http_request_duration_seconds{method,handler}` (every pooling
+request answered, by route and status class). Every flavor without a page of its own writes this one."""
