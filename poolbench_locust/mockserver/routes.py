@@ -1,5 +1,6 @@
 """The route table: which family's handler answers each path (one module per server family, as the client's
-endpoints/ has: vllm, infinity, tei, sglang, nim, cohere, voyage, ollama, kserve), and `render`.
+endpoints/ has: vllm, infinity, tei, sglang, nim, cohere, voyage, ollama, kserve), which family's page
+GET /metrics writes for each flavor, and `render`.
 
 Handlers turn a parsed request into an `AnswerDraft` (a JSON document whose vectors are pre-serialised
 `orjson.Fragment`s, or a raw body with its metadata); `render` makes the `Reply` the writer sends. A path
