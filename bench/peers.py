@@ -4,7 +4,7 @@ genai-bench 0.0.5 doing the same work, against a server that answers from a cach
     python bench/peers.py [--rounds 3] [--only small,large] [--seconds 4,10]
 
 Not part of CI. Each peer is installed once into a venv of its own under the cache the real servers
-use ($POOLBENCH_REAL_CACHE, else /root/.cache/poolbench-locust/real), as tests/real/install.sh does.
+use ($POOLBENCH_REAL_CACHE, else /root/.cache/poolbench-locust/real), as devsupport/real/install.sh does.
 All traffic goes to 127.0.0.1.
 
 Client CPU per request is marginal: each client runs twice, a short and a long run, and CPU and
@@ -157,7 +157,7 @@ def _installed_version(venv: Path, name: str) -> str:
 
 
 def tokenizer_path() -> Path | None:
-    """The all-MiniLM-L6-v2 tokenizer a real server's venv ships (tests/real/install.sh)."""
+    """The all-MiniLM-L6-v2 tokenizer a real server's venv ships (devsupport/real/install.sh)."""
     return next(iter(sorted(CACHE.glob(TOKENIZER_GLOB))), None)
 
 
@@ -247,7 +247,9 @@ def measure(rounds: int, only: set[str], seconds: tuple[float, float]) -> dict[s
         if venv is None:
             continue
         if tokenizer is None:
-            notes.append(f"{name}: not run: no local tokenizer (tests/real/install.sh builds the venvs that ship one)")
+            notes.append(
+                f"{name}: not run: no local tokenizer (devsupport/real/install.sh builds the venvs that ship one)"
+            )
             continue
         peer = run_aiperf if name == "aiperf" else run_genai_bench
         version = note.split(" ")[1]

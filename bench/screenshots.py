@@ -6,7 +6,7 @@ the report's charts, and a sweep's knee.
 
 Everything runs on 127.0.0.1: the bundled mock in its own process (20 ms to the headers, the body
 trickled over 30 ms, so the curves show a server's times rather than loopback's), Locust's web UI,
-and Chromium driven over its DevTools protocol by tests/support/browser.py's client.
+and Chromium driven over its DevTools protocol by devsupport/browser.py's client.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CHILD_ENV, PYTHON, ROOT, Mock
-from tests.support.browser import Browser, wait_http
-from tests.support.ports import free_port
+from devsupport.browser import Browser, wait_http
+from devsupport.ports import free_port
 
 RESULTS = ROOT / "bench" / "results"
 LOCUST = str(Path(PYTHON).with_name("locust"))

@@ -32,7 +32,6 @@ import argparse
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,7 @@ from bench.common import (
     run_locust,
     write_result,
 )
+from devsupport.ports import free_port
 
 USERS_ENV = "POOLBENCH_USERS"
 """Comma-separated names of poolbench_locust User classes to declare (unset: no locustfile role)."""
@@ -273,12 +273,6 @@ SLOPE_WINDOW_S = 600
 """The slope is taken over the last 10 minutes of the run (the last third of a shorter run than 30)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _rss_mb(pid: int) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -323,7 +317,7 @@ def side_by_side(seconds: int, users: int, rate: float, reset_rate: float, inter
     """Run both clients for `seconds`; their RSS every `interval` s, slopes and request counts."""
     payload = Payload("float", 1, 16)
     faults = ("--seed", "1", "--fault", f"reset-mid-body={reset_rate}")
-    port = _free_port()
+    port = free_port()
     with (
         Mock(*faults) as mock_a,
         Mock(*faults) as mock_b,

@@ -18,6 +18,8 @@ import locust  # noqa: F401  (gevent-patches the stdlib, as it must be before re
 import pytest
 import requests
 
+from devsupport.subprocesses import stop
+
 ROOT = Path(__file__).resolve().parent.parent
 # The suite's locust runs compare their counts with exactly what the mock served, and a run whose mock
 # injects faults may answer the preflight request with one: those runs go without it. The tests of the
@@ -77,12 +79,7 @@ def _first_line(proc: subprocess.Popen[bytes], stderr: Any) -> str:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, STOP_TIMEOUT_S)
 
 
 # Module scope, so that module-scoped fixtures may start servers too; each server stops at the

@@ -1,5 +1,5 @@
 """Locust's web UI and the HTML report in a real browser: headless Chromium driven over its DevTools
-protocol (tests/support/browser.py), against the bundled mock, everything on 127.0.0.1 and bounded in time.
+protocol (devsupport/browser.py), against the bundled mock, everything on 127.0.0.1 and bounded in time.
 
 A run is started from the form with plugin options typed into it; the Pooling tab then shows what
 /pooling/stats says, its charts hold lines, its column chooser hides and shows columns; a bad value
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.browser import Browser, chromium
+from devsupport.browser import Browser, chromium
 from tests.support.hostile import server_process
 from tests.support.webui import WebUI
 

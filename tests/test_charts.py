@@ -19,6 +19,7 @@ import requests
 from locust.env import Environment
 from locust.event import Events
 
+from devsupport.ports import free_port
 from poolbench_locust import EmbeddingsUser, locust_pages
 from poolbench_locust.charts import chart_tabs, plot, svg
 from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts
@@ -27,7 +28,6 @@ from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, locust_argv, run_locust
-from tests.support.ports import free_port
 
 CONTEXT = {"sequences": 2, "input_tokens": 10, "token_source": "server"}
 

@@ -44,9 +44,9 @@ import pytest
 import yaml
 from locust.argument_parser import default_args_dict
 
+from devsupport.ports import free_port
 from poolbench_locust.metrics.checks import EXIT_CODE
 from poolbench_locust.options import ALL_OPTIONS
-from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "k8s"

@@ -12,12 +12,12 @@ import pytest
 import requests
 from locust.stats import CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 
+from devsupport.ports import free_port
 from poolbench_locust.metrics import collector
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.table import rows
 from tests.support.locust_run import LOAD, ROOT, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
-from tests.support.ports import free_port
 
 
 def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, tmp_path):

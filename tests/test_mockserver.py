@@ -20,7 +20,7 @@ import requests
 
 from poolbench_locust.mockserver import FAULTS
 from poolbench_locust.mockserver.__main__ import main
-from poolbench_locust.mockserver.routes import TEI_MAX_INPUT_LENGTH
+from poolbench_locust.mockserver.tei import TEI_MAX_INPUT_LENGTH
 from poolbench_locust.wire import DTYPE_SIZES, count_words
 from tests.conftest import MockHandle
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import requests
 
+from devsupport.ports import free_port
 from poolbench_locust.metrics.client_board import Board, _row, board_of
 from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.pace_causes import provide
@@ -28,7 +29,6 @@ from poolbench_locust.servermetrics.saturation import cause, saturation
 from poolbench_locust.workload.arrival import OpenLoop
 from tests.support.hostile import server_process
 from tests.support.locust_run import csv_rows, run_locust
-from tests.support.ports import free_port
 from tests.support.webui import WebUI
 
 LOAD = ["--input-len", "6", "--batch-size", "1"]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from devsupport.ports import free_port
 from tests.support.hostile import LISTENING
 from tests.support.locust_run import ROOT, csv_rows, run_locust
 from tests.support.percentiles import PERCENTILES, nearest_rank
-from tests.support.ports import free_port
 from tests.support.trickle import SPLIT_MS
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from devsupport.ports import free_port
 from tests.support.hostile import LISTENING, response, serve_requests
 from tests.support.locust_run import PREFLIGHT_ON, ROOT, csv_rows, locust_argv, run_locust
-from tests.support.ports import free_port
 
 
 def _fastapi_422(head: bytes, body: bytes, n: int) -> bytes:

@@ -30,6 +30,7 @@ from locust.event import Events
 from locust.exception import StopUser
 
 from bench import soak
+from devsupport.ports import free_port
 from poolbench_locust import EmbeddingsUser, RerankUser, start_checks
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.mockserver.faults import FAULTS
@@ -39,7 +40,6 @@ from tests.support.bad_values import BAD_VALUES
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, Completed, csv_rows, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
-from tests.support.ports import free_port
 from tests.support.processes import run_and_find_leftovers
 
 LOCUSTFILE = str(ROOT / "bench" / "soak.py")  # declares the User classes named in POOLBENCH_USERS

@@ -15,7 +15,7 @@ from poolbench_locust import users
 from poolbench_locust.endpoints.spec import VLLM_TRUNCATION, Endpoint, data_answer
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
-from poolbench_locust.mockserver.routes import MAX_MODEL_LEN
+from poolbench_locust.mockserver.vllm import MAX_MODEL_LEN
 from poolbench_locust.options import options_error
 from poolbench_locust.options.parsers import MAX_EXTRA_BODY_CHARS
 from poolbench_locust.wire import COHERE_NO_INPUT_TYPE

@@ -18,12 +18,12 @@ import pytest
 from locust.stats import RequestStats
 
 import poolbench_locust.users as user_classes
+from devsupport.ports import free_port
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
 from tests.conftest import START_TIMEOUT_S, _stop
 from tests.support.hostile import LISTENING, response, serve_requests
 from tests.support.locust_run import LOAD, ROOT, Completed, csv_rows, result_schema, run_locust
-from tests.support.ports import free_port
 
 FLAVOURS = {
     "vllm": [

@@ -10,7 +10,8 @@ import orjson
 import pytest
 import requests
 
-from poolbench_locust.mockserver.routes import MAX_MODEL_LEN, TEI_MAX_CLIENT_BATCH_SIZE, TEI_MAX_INPUT_LENGTH
+from poolbench_locust.mockserver.tei import TEI_MAX_CLIENT_BATCH_SIZE, TEI_MAX_INPUT_LENGTH
+from poolbench_locust.mockserver.vllm import MAX_MODEL_LEN
 from poolbench_locust.serverlimits.tei_info import TeiLimits, read_info, tei_limits
 from poolbench_locust.serverlimits.vllm_models import max_model_len, read_models
 from tests.support.hostile import HostileServer, response, serve_requests

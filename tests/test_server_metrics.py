@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from devsupport.ports import free_port
 from poolbench_locust.servermetrics import flavors
 from poolbench_locust.servermetrics.deltas import MAX_BOUNDS, ServerView
 from poolbench_locust.servermetrics.parse import MAX_SERIES, ParseError, reading
@@ -23,7 +24,6 @@ from poolbench_locust.servermetrics.scrape import ScrapeError, fetch
 from tests.support.hostile import LISTENING, HostileServer, read_request, response
 from tests.support.hostile_metrics import vllm_text
 from tests.support.locust_run import LOAD, ROOT, csv_rows, run_locust
-from tests.support.ports import free_port
 from tests.support.webui import WebUI
 
 ROUTES = frozenset({"/v1/embeddings"})

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from devsupport.ports import free_port
 from poolbench_locust.servermetrics import flavors, gpu
 from poolbench_locust.servermetrics.deltas import MAX_EACH, ServerView
 from poolbench_locust.servermetrics.parse import reading
@@ -16,7 +17,6 @@ from poolbench_locust.servermetrics.report import console_lines, server_rows
 from tests.support import dcgm_page
 from tests.support.hostile import server_process
 from tests.support.locust_run import LOAD, csv_rows, run_locust
-from tests.support.ports import free_port
 
 NO_ROUTES: frozenset[str] = frozenset()
 

@@ -1,5 +1,6 @@
-"""The tests' own layout: helpers live in tests/support/, no test module imports another, and
-tests/README.md names every test file and every helper module.
+"""The tests' own layout: helpers live in tests/support/ (or devsupport/, when bench/ uses them too, which
+imports nothing from tests/ or bench/), no test module imports another, and tests/README.md names every test
+file and every helper module.
 
 A test module that imports another runs the other's module-level code and couples two rooms' tests;
 a helper two files need belongs in tests/support/. Every import is counted: top-level, function-local,
@@ -57,6 +58,18 @@ def python_files() -> list[Path]:
 def test_no_test_module_imports_another_test_module() -> None:
     offences = {str(p.relative_to(ROOT)): found for p in python_files() if (found := other_test_modules_of(p))}
     assert offences == {}, f"move what they share to tests/support/: {offences}"
+
+
+def test_devsupport_imports_nothing_from_tests_or_bench() -> None:
+    """devsupport/ is what tests/ and bench/ share: it stands below both, so neither is needed to use it."""
+    shared = sorted(p for p in (ROOT / "devsupport").rglob("*.py") if "__pycache__" not in p.parts)
+    assert shared, "devsupport/ has no module"
+    offences = {
+        str(p.relative_to(ROOT)): found
+        for p in shared
+        if (found := sorted(n for n in imported(p, module_name(p)) if n.split(".")[0] in ("tests", "bench")))
+    }
+    assert offences == {}, f"devsupport/ must not import tests/ or bench/: {offences}"
 
 
 def test_the_guard_sees_every_form_of_import(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from locust.argument_parser import get_parser
 from locust.env import Environment
 from locust.event import Events
 
+from devsupport.ports import free_port
 from poolbench_locust import EmbeddingsUser
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, Settings, Span
 from poolbench_locust.webform import layout as webform
@@ -28,7 +29,6 @@ from poolbench_locust.webform import validation
 from tests.support.bad_values import BAD_VALUES
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, locust_argv
-from tests.support.ports import free_port
 
 BUNDLE = next((Path(locust.__file__).parent / "webui" / "dist" / "assets").glob("src-*.js"))
 

@@ -1,5 +1,5 @@
-"""One call of a mock route, and what its handler answers: shared by every family's routes
-(routes.py and the families' own modules, ollama_routes.py, kserve_routes.py)."""
+"""One call of a mock route, and what its handler answers: shared by every family's module (vllm.py,
+tei.py, infinity.py, ...) and the route table (routes.py)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,20 @@
 """GET /metrics of the mock: what it truly counted, under the names of the server its flavor imitates.
 
-Flavor `vllm` (and every flavor without metrics of its own) writes vLLM's names with prometheus_client,
-as vLLM does (`_total` counters, their `_created` timestamps):
-- `vllm:request_success_total`, `vllm:prompt_tokens_total`: sequences and the tokens their `usage`
-  reported, of answers completed without a fault (vLLM counts one engine request per prompt);
-- `vllm:e2e_request_latency_seconds`: each of those sequences' request time, from its request's last
-  byte read to its answer's last byte written (the time /mock/timings gives);
-- `vllm:request_queue_time_seconds`: the wait the mock put before the headers (`ttfb_ms`), which is
-  also what its TEI `x-queue-time` header says;
-- `vllm:num_requests_waiting` / `vllm:num_requests_running`: pooling requests in that wait now / past it;
-- `http_requests_total{method,status,handler}` and `http_request_duration_seconds{method,handler}`:
-  every pooling request answered, by route and status class, as vLLM's HTTP layer counts them.
+One writer, `Writer`, writes every family's page: each family declares its `Page` beside its routes
+(vllm.py, sglang.py, tei.py, llamacpp.py; every flavor without a page of its own writes vLLM's, as the route
+table says): its metrics' names, help, labels, and what each one measures of an `Ended` request (or, a
+gauge, of the requests in progress now). The page's `style` is how its server writes it:
+- `prometheus_client` (vLLM, SGLang: Python servers): `_total` counters with their `_created` timestamps,
+  written by prometheus_client itself;
+- `rust` (TEI's exporter): counters without `_total` or help, each written once it has counted, the gauges
+  once a request has begun, the histograms once one was served;
+- `cpp` (llama.cpp's `to_metrics`): unlabelled, every metric with its help, values printed as C++ prints a
+  double (6 significant digits).
 
-Flavor `tei` writes TEI 1.9's (router/src/lib.rs, router/src/http/server.rs, core/src/queue.rs,
-core/src/tokenization.rs), as its Rust exporter does: counters without `_total`, its own buckets:
-`te_request_count`/`te_request_success{method}`, `te_request_failure{err}`, the histograms
-`te_request_input_length` (one observation per input: its tokens), `te_request_duration`,
-`te_request_queue_duration`, `te_request_tokenization_duration`, `te_request_inference_duration`
-(one per request), and the gauge `te_queue_size` (inputs in the wait). No gauge of what runs: TEI has none.
-
-Flavor `sglang` writes SGLang 0.5.23's (srt/observability/metrics_collector.py, http_request_metrics.py):
-`sglang:num_requests_total`, `sglang:prompt_tokens_total`, `sglang:generation_tokens_total` and
-`sglang:e2e_request_latency_seconds` per input (the tokenizer manager finishes one request per input),
-`sglang:queue_time_seconds`, the gauges `sglang:num_running_reqs`/`sglang:num_queue_reqs` (inputs), and
-`sglang:http_requests_total{endpoint,method}`, `sglang:http_responses_total{endpoint,status_code,method}`.
-
-Flavor `llamacpp` writes llama.cpp's (tools/server/server-task.cpp, `to_metrics`): unlabelled
-`llamacpp:*` counters and gauges, values printed as C++ prints a double (6 significant digits);
-`llamacpp:prompt_tokens_total` counts the prompt tokens served, `requests_processing`/`requests_deferred`
-the inputs past the wait / in it (one slot per input). No request counter, no latency: llama.cpp has none.
+What the families count from: a request ended (`every`), one that completed (its server time), one served
+(completed, 2xx, no fault: what the servers' engines count; its sequences, the tokens its `usage` reported,
+each sequence's server time and the wait the mock put before its headers, `ttfb_ms`), and the requests
+(or inputs) in that wait now or past it.
 
 The mock's latency buckets are finer than vLLM's (whose first is 0.3 s), so that a test can read percentiles.
 """
@@ -37,168 +23,127 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-TEI_DURATION_BUCKETS = tuple(0.00001 * 1.5 ** (i + 1) for i in range(35))
-"""TEI's own (router/src/prometheus.rs): 35 bounds, each 1.5 times the last, from 15 µs."""
-TEI_INPUT_LENGTH_BUCKETS = tuple(float(2**i) for i in range(20) if 2**i <= 16384)
-"""Powers of two up to TEI's max_input_length (the mock's max_batch_tokens, 16384)."""
+MODEL = "<model>"
+"""A fixed label's value that is the served model's name."""
 
 Count = Callable[[bool], float]
 """Inputs (or requests, for vLLM) in the wait before the headers (True) or past it (False), now."""
 
 
-class Writer(Protocol):
-    def ended(
-        self, route: str, status: int, seconds: float | None, served: bool, sequences: int, tokens: int, queue: float
-    ) -> None: ...
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """One pooling request that is over, as every family's page counts it."""
 
-    def text(self) -> bytes: ...
+    route: str
+    status: int
+    seconds: float | None
+    """Its time on the server; None: not completed (the client hung up, or a fault cut it short)."""
+    served: bool
+    """Completed, 2xx, no fault: what the servers' engines count."""
+    sequences: int
+    tokens: int
+    queue: float
+    """The wait before its headers, in seconds."""
 
-
-def _split(tokens: int, sequences: int) -> list[int]:
-    """Each input's tokens, as near equal as whole numbers go: their sum is the request's count exactly."""
-    q, r = divmod(tokens, sequences)
-    return [q + 1] * r + [q] * (sequences - r)
-
-
-class VllmWriter:
-    def __init__(self, model: str, count: Count) -> None:
-        self.registry = CollectorRegistry()
-        labels = {"model_name": model, "engine": "0"}
-        names = tuple(labels)
-        registry = self.registry
-        self._success = Counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            [*names, "finished_reason"],
-            registry=registry,
-        ).labels(**labels, finished_reason="stop")
-        self._tokens = Counter(
-            "vllm:prompt_tokens", "Number of prefill tokens processed.", names, registry=registry
-        ).labels(**labels)
-        self._e2e = Histogram(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            names,
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(**labels)
-        self._queue = Histogram(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            names,
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(**labels)
-        self._http = Counter(
-            "http_requests",
-            "Total number of requests by method, status and handler.",
-            ["method", "status", "handler"],
-            registry=registry,
-        )
-        self._http_time = Histogram(
-            "http_request_duration_seconds",
-            "Latency with only few buckets by handler.",
-            ["method", "handler"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        )
-        Gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", names, registry=registry
-        ).labels(**labels).set_function(lambda: count(True))
-        Gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", names, registry=registry
-        ).labels(**labels).set_function(lambda: count(False))
-
-    def ended(
-        self, route: str, status: int, seconds: float | None, served: bool, sequences: int, tokens: int, queue: float
-    ) -> None:
-        self._http.labels("POST", f"{status // 100}xx", route).inc()
-        if seconds is None:
-            return
-        self._http_time.labels("POST", route).observe(seconds)
-        if not served:
-            return
-        self._success.inc(sequences)
-        self._tokens.inc(tokens)
-        for _ in range(sequences):
-            self._e2e.observe(seconds)
-            self._queue.observe(queue)
-
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
+    def input_tokens(self) -> list[int]:
+        """Each input's tokens, as near equal as whole numbers go: their sum is the request's count exactly."""
+        if not self.sequences:
+            return []
+        q, r = divmod(self.tokens, self.sequences)
+        return [q + 1] * r + [q] * (self.sequences - r)
 
 
-class SGLangWriter:
-    def __init__(self, model: str, count: Count) -> None:
-        self.registry = registry = CollectorRegistry()
-        tokenizer = {"model_name": model}
-        scheduler = {"model_name": model, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
-        streaming = {**tokenizer, "is_streaming": "false"}
-        self._requests = Counter(
-            "sglang:num_requests", "Number of requests processed.", list(streaming), registry=registry
-        ).labels(**streaming)
-        self._tokens = Counter(
-            "sglang:prompt_tokens", "Number of prefill tokens processed.", list(streaming), registry=registry
-        ).labels(**streaming)
-        Counter(
-            "sglang:generation_tokens", "Number of generation tokens processed.", list(streaming), registry=registry
-        ).labels(**streaming)
-        self._e2e = Histogram(
-            "sglang:e2e_request_latency_seconds",
-            "Histogram of End-to-end request latency in seconds",
-            list(streaming),
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(**streaming)
-        self._queue = Histogram(
-            "sglang:queue_time_seconds",
-            "Histogram of queueing time in seconds.",
-            list(scheduler),
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(**scheduler)
-        Gauge("sglang:num_running_reqs", "The number of running requests.", list(scheduler), registry=registry).labels(
-            **scheduler
-        ).set_function(lambda: count(False))
-        Gauge(
-            "sglang:num_queue_reqs", "The number of requests in the waiting queue.", list(scheduler), registry=registry
-        ).labels(**scheduler).set_function(lambda: count(True))
-        self._http = Counter(
-            "sglang:http_requests",
-            "Total number of HTTP requests by endpoint and method",
-            ["endpoint", "method"],
-            registry=registry,
-        )
-        self._responses = Counter(
-            "sglang:http_responses",
-            "Total number of HTTP responses by endpoint and status code",
-            ["endpoint", "status_code", "method"],
-            registry=registry,
-        )
+class Reading:
+    """What a gauge reads: the requests (or inputs) in the wait and past it now, and the page's counters."""
 
-    def ended(
-        self, route: str, status: int, seconds: float | None, served: bool, sequences: int, tokens: int, queue: float
-    ) -> None:
-        self._http.labels(route, "POST").inc()
-        self._responses.labels(route, str(status), "POST").inc()
-        if seconds is None or not served:
-            return
-        self._requests.inc(sequences)
-        self._tokens.inc(tokens)
-        for _ in range(sequences):
-            self._e2e.observe(seconds)
-            self._queue.observe(queue)
+    def __init__(self, count: Count, totals: Callable[[str], float]) -> None:
+        self._count = count
+        self._totals = totals
 
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
+    @property
+    def waiting(self) -> float:
+        return self._count(True)
+
+    @property
+    def running(self) -> float:
+        return self._count(False)
+
+    def __getitem__(self, name: str) -> float:
+        """The value of the page's counter `name` (a `rust` or `cpp` page's, all its labels together)."""
+        return self._totals(name)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a page. `measure` is, for a counter, what one ended request adds to it (0: nothing);
+    for a histogram, what it observes of one; for a gauge, its value now."""
+
+    kind: Literal["counter", "gauge", "histogram"]
+    name: str
+    help: str
+    measure: Callable[[Any], Any]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Fixed labels (the value MODEL: the served model's name): the metric is written from the start."""
+    per_request: tuple[tuple[str, ...], Callable[[Ended], tuple[str, ...]]] | None = None
+    """Labels each request gives (their names, and their values for one): a series per value, once counted."""
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    keep: Callable[[float, float], float] = operator.add
+    """How a counter takes what a request adds: summed, or (llama.cpp's n_tokens_max) the largest."""
+
+
+@dataclass(frozen=True)
+class Page:
+    style: Literal["prometheus_client", "rust", "cpp"]
+    metrics: tuple[Metric, ...]
+    per_input: bool
+    """The gauges count inputs (True) or requests (vLLM's, as the mock always counted them)."""
+
+
+# What the families measure of a request (counters: what it adds; histograms: what they observe).
+def each_request(e: Ended) -> int:
+    return 1
+
+
+def never(e: Ended) -> int:
+    return 0
+
+
+def served_sequences(e: Ended) -> int:
+    return e.sequences if e.served else 0
+
+
+def served_tokens(e: Ended) -> int:
+    return e.tokens if e.served else 0
+
+
+def server_seconds(e: Ended) -> list[float]:
+    return [e.seconds] if e.seconds is not None else []
+
+
+def served_seconds_per_input(e: Ended) -> list[float]:
+    return [e.seconds] * e.sequences if e.served and e.seconds is not None else []
+
+
+def served_queue_per_input(e: Ended) -> list[float]:
+    return [e.queue] * e.sequences if e.served else []
+
+
+def waiting(reading: Reading) -> float:
+    return reading.waiting
+
+
+def running(reading: Reading) -> float:
+    return reading.running
 
 
 class _Hist:
@@ -221,133 +166,99 @@ class _Hist:
         return out
 
 
-class TEIWriter:
-    def __init__(self, model: str, count: Count) -> None:
-        self._count_waiting = count
-        self._requests: dict[str, int] = {}
-        self._success: dict[str, int] = {}
-        self._failure: dict[str, int] = {}
-        self._input_length = _Hist(TEI_INPUT_LENGTH_BUCKETS)
-        self._durations = {
-            name: _Hist(TEI_DURATION_BUCKETS)
-            for name in ("duration", "queue_duration", "tokenization_duration", "inference_duration")
-        }
+class Writer:
+    """The one writer: a family's page, fed every ended request, written in its server's style."""
 
-    def ended(
-        self, route: str, status: int, seconds: float | None, served: bool, sequences: int, tokens: int, queue: float
-    ) -> None:
-        # TEI's `method` says whether `inputs` was one input or a list; the mock knows only how many it had.
-        method = "single" if sequences == 1 else "batch"
-        self._requests[method] = self._requests.get(method, 0) + 1
-        if seconds is None:
-            return
-        if not served:
-            err = "validation" if 400 <= status < 500 else "backend"
-            self._failure[err] = self._failure.get(err, 0) + 1
-            return
-        self._success[method] = self._success.get(method, 0) + 1
-        for length in _split(tokens, sequences) if sequences else ():
-            self._input_length.observe(length)
-        for name, value in (
-            ("duration", seconds),
-            ("queue_duration", queue),
-            ("tokenization_duration", 0.0),
-            ("inference_duration", max(seconds - queue, 0.0)),
-        ):
-            self._durations[name].observe(value)
+    def __init__(self, page: Page, model: str, count: Count) -> None:
+        self.page = page
+        self._reading = Reading(count, self._total)
+        self._begun = self._served = False
+        self._counts: dict[str, dict[tuple[str, ...], float]] = {m.name: {} for m in page.metrics}
+        """A hand-written page's counters: label values -> value."""
+        self._hists = {m.name: _Hist(m.buckets) for m in page.metrics if m.kind == "histogram"}
+        self._client: dict[str, Any] = {}
+        """A prometheus_client page's metrics, by name."""
+        if page.style == "prometheus_client":
+            self.registry = CollectorRegistry()
+            for m in page.metrics:
+                self._client[m.name] = self._register(m, model)
+
+    def _register(self, m: Metric, model: str) -> Any:
+        """The prometheus_client metric of `m`: its child of the fixed labels, or its parent to label per request."""
+        fixed = {k: model if v == MODEL else v for k, v in m.labels.items()}
+        names = list(fixed) if m.per_request is None else list(m.per_request[0])
+        if m.kind == "histogram":
+            made = Histogram(m.name, m.help, names, buckets=m.buckets, registry=self.registry)
+        else:
+            made = (Counter if m.kind == "counter" else Gauge)(m.name, m.help, names, registry=self.registry)
+        if m.per_request is not None:
+            return made
+        child = made.labels(**fixed) if fixed else made
+        if m.kind == "gauge":
+            child.set_function(lambda: m.measure(self._reading))
+        return child
+
+    def began(self) -> None:
+        self._begun = True
+
+    def ended(self, e: Ended) -> None:
+        self._served = self._served or e.served
+        for m in self.page.metrics:
+            if m.kind == "gauge":
+                continue
+            measured = m.measure(e)
+            if not measured:
+                continue
+            key = m.per_request[1](e) if m.per_request is not None else ()
+            if m.name in self._client:
+                target = self._client[m.name]
+                if m.per_request is not None:
+                    target = target.labels(*key)
+                if m.kind == "counter":
+                    target.inc(measured)
+                else:
+                    for value in measured:
+                        target.observe(value)
+            elif m.kind == "counter":
+                counts = self._counts[m.name]
+                counts[key] = m.keep(counts[key], measured) if key in counts else measured
+            else:
+                for value in measured:
+                    self._hists[m.name].observe(value)
+
+    def _total(self, name: str) -> float:
+        return sum(self._counts[name].values())
 
     def text(self) -> bytes:
+        if self.page.style == "prometheus_client":
+            return generate_latest(self.registry)
         lines: list[str] = []
-        for name, label, values in (
-            ("te_request_count", "method", self._requests),
-            ("te_request_success", "method", self._success),
-            ("te_request_failure", "err", self._failure),
-        ):
-            if values:
-                lines.append(f"# TYPE {name} counter")
-                lines += [f'{name}{{{label}="{key}"}} {n}' for key, n in sorted(values.items())]
-        waiting = self._count_waiting(True)
-        if self._requests or waiting or self._count_waiting(False):  # made at the first input queued, as TEI's
-            lines += ["# TYPE te_queue_size gauge", f"te_queue_size {waiting:g}"]
-        if self._success:  # the exporter writes a histogram once it has an observation
-            lines += self._input_length.lines("te_request_input_length")
-            for name, hist in self._durations.items():
-                lines += hist.lines(f"te_request_{name}")
-        return ("\n".join(lines) + "\n").encode()
-
-
-class LlamaCppWriter:
-    def __init__(self, model: str, count: Count) -> None:
-        self._count = count
-        self._prompt_tokens = 0
-        self._prompt_seconds = 0.0
-        self._decodes = 0
-        self._longest = 0
-
-    def ended(
-        self, route: str, status: int, seconds: float | None, served: bool, sequences: int, tokens: int, queue: float
-    ) -> None:
-        if seconds is None or not served:
-            return
-        self._prompt_tokens += tokens
-        self._prompt_seconds += max(seconds - queue, 0.0)
-        self._decodes += 1
-        self._longest = max(self._longest, max(_split(tokens, sequences)) if sequences else 0)
-
-    def text(self) -> bytes:
-        seconds = self._prompt_seconds
-        counters = (
-            ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", self._prompt_tokens),
-            ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", 0),
-            ("prompt_seconds_total", "Total time spent processing prompts", seconds),
-            ("tokens_predicted_total", "Number of generation tokens processed", 0),
-            ("tokens_predicted_seconds_total", "Total time spent generating tokens", 0),
-            ("n_decode_total", "Total number of llama_decode() calls", self._decodes),
-            ("n_tokens_max", "Largest observed sequence length (prompt + generation)", self._longest),
-        )
-        gauges = (
-            (
-                "prompt_tokens_seconds",
-                "Average prompt throughput in tokens/s",
-                self._prompt_tokens / seconds if seconds else 0,
-            ),
-            ("predicted_tokens_seconds", "Average generation throughput in tokens/s", 0),
-            ("requests_processing", "Number of requests processing", self._count(False)),
-            ("requests_deferred", "Number of requests deferred", self._count(True)),
-            (
-                "n_busy_slots_per_decode",
-                "Average number of busy slots per llama_decode() call",
-                1 if self._decodes else 0,
-            ),
-        )
-        lines = []
-        for kind, items in (("counter", counters), ("gauge", gauges)):
-            for name, about, value in items:
+        for m in self.page.metrics:
+            if self.page.style == "cpp":
+                value = m.measure(self._reading) if m.kind == "gauge" else self._total(m.name)
                 # as `prometheus << double` writes it: %g, six significant digits
-                lines += [
-                    f"# HELP llamacpp:{name} {about}",
-                    f"# TYPE llamacpp:{name} {kind}",
-                    f"llamacpp:{name} {value:g}",
-                ]
+                lines += [f"# HELP {m.name} {m.help}", f"# TYPE {m.name} {m.kind}", f"{m.name} {value:g}"]
+            elif m.kind == "counter" and (counts := self._counts[m.name]):
+                names = m.per_request[0] if m.per_request is not None else ()
+                lines.append(f"# TYPE {m.name} counter")
+                for key, n in sorted(counts.items()):
+                    labels = ",".join(f'{k}="{v}"' for k, v in zip(names, key, strict=True))
+                    lines.append(f"{m.name}{{{labels}}} {n}" if labels else f"{m.name} {n}")
+            elif m.kind == "gauge" and self._begun:  # made at the first input queued, as TEI's
+                lines += [f"# TYPE {m.name} gauge", f"{m.name} {m.measure(self._reading):g}"]
+            elif m.kind == "histogram" and self._served:  # the exporter writes a histogram once it has an observation
+                lines += self._hists[m.name].lines(m.name)
         return ("\n".join(lines) + "\n").encode()
-
-
-WRITERS: dict[str, Callable[[str, Count], Writer]] = {
-    "tei": TEIWriter,
-    "sglang": SGLangWriter,
-    "llamacpp": LlamaCppWriter,
-}
-"""Flavors that have metrics of their own; every other flavor writes vLLM's."""
 
 
 class Metrics:
-    def __init__(self, model: str, flavor: str = "vllm") -> None:
+    def __init__(self, model: str, page: Page) -> None:
         self._in_progress: dict[int, tuple[float, int]] = {}
         """Request number -> when its wait before the headers ends (monotonic), and what it weighs in the
         gauges: 1 for vLLM (requests, as the mock always counted them), its inputs for the others."""
         self._numbers = itertools.count()
-        self._per_input = flavor in WRITERS
-        self._writer: Writer = WRITERS.get(flavor, VllmWriter)(model, self._count_in_progress)
+        self._per_input = page.per_input
+        self._writer = Writer(page, model, self._count_in_progress)
 
     def _count_in_progress(self, waiting: bool) -> float:
         now = time.monotonic()
@@ -356,6 +267,7 @@ class Metrics:
     def began(self, arrived: float, ttfb_ms: float, sequences: int = 1) -> int:
         number = next(self._numbers)
         self._in_progress[number] = (arrived + ttfb_ms / 1000, max(sequences, 1) if self._per_input else 1)
+        self._writer.began()
         return number
 
     def ended(
@@ -373,7 +285,7 @@ class Metrics:
         """One pooling request is over; `served`: completed, 2xx, no fault (what the servers' engines count)."""
         self._in_progress.pop(number, None)
         seconds = None if done is None else done - arrived
-        self._writer.ended(route, status, seconds, served, sequences, tokens, ttfb_ms / 1000)
+        self._writer.ended(Ended(route, status, seconds, served, sequences, tokens, ttfb_ms / 1000))
 
     def text(self) -> bytes:
         return self._writer.text()

@@ -25,7 +25,7 @@ import orjson
 from poolbench_locust.mockserver import vectors
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, kind, model
 from poolbench_locust.mockserver.reply import Reply, error_reply
-from poolbench_locust.wire import BIT_PACKED, PACKED_RANGES, count_prompts
+from poolbench_locust.wire import BIT_PACKED, PACKED_RANGES
 
 VLLM_TYPES = frozenset({"float", "binary", "ubinary", "base64"})
 """vLLM 0.34's /v2/embed CohereEmbeddingType."""
@@ -105,32 +105,6 @@ def cohere_embeddings(call: Call, count: int) -> dict[str, list[Any]]:
     offered = COHERE_TYPES if call.controls.flavor == "cohere" else VLLM_TYPES
     types = types_asked(call, offered, size, "embedding_types")
     return {name: embeddings_of(call, count, json_vector(size, name, kind(call)), name) for name in types}
-
-
-def voyage_embeddings(call: Call) -> AnswerDraft:
-    """Voyage's /v1/embeddings: `output_dtype`, `output_dimension`, usage only total_tokens, no id.
-
-    It also takes what an OpenAI-form client sends (`dimensions`, `encoding_format` float or base64)."""
-    texts = call.body.get("input")
-    if isinstance(texts, str):
-        texts = [texts]
-    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        raise BadRequest("'input' must be a string or a non-empty list of strings")
-    if call.body.get("input_type") not in (None, "query", "document"):
-        raise BadRequest("input_type must be query, document or null")
-    if not isinstance(call.body.get("truncation", True), bool):
-        raise BadRequest("truncation must be a boolean")
-    size = dim(call, "output_dimension") if "output_dimension" in call.body else dim(call)
-    (name,) = types_asked(call, VOYAGE_TYPES, size, "output_dtype")
-    encoding = call.body.get("encoding_format") or "float"
-    if encoding not in ("float", "base64") or (encoding == "base64" and name != "float"):
-        raise BadRequest("encoding_format must be null or base64 (of float embeddings)")
-    text = json_vector(size, "base64" if encoding == "base64" else name, kind(call))
-    answered = embeddings_of(call, len(kept(call, texts)), text, name)
-    data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(answered)]
-    tokens = count_prompts(texts)
-    doc = {"object": "list", "data": data, "model": model(call), "usage": {"total_tokens": tokens}}
-    return AnswerDraft(doc, tokens=tokens, sequences=len(texts))
 
 
 def infinity_embeddings(call: Call, prompts: list[Any], tokens: int) -> AnswerDraft | Reply:

@@ -12,6 +12,7 @@ from gevent.pool import Pool
 from gevent.server import StreamServer
 
 from poolbench_locust.mockserver import faults, routes
+from poolbench_locust.mockserver.calls import BadRequest, Call, Handler
 from poolbench_locust.mockserver.config import ControlError, Controls, MockConfig
 from poolbench_locust.mockserver.http11 import HttpError, Request, read_request, send_reply
 from poolbench_locust.mockserver.metrics import CONTENT_TYPE, Metrics
@@ -30,7 +31,7 @@ class MockServer:
         self.config = config or MockConfig()
         self.host = host
         self._stats = Stats()
-        self._metrics = Metrics(self.config.model, self.config.flavor)
+        self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
         self._faults = faults.FaultDraw(self.config.faults, self.config.seed)
         # A pool (unbounded) lets stop() end the handlers of idle keep-alive connections too.
         self._server = StreamServer((host, port), self._connection, backlog=BACKLOG, spawn=Pool())
@@ -56,7 +57,7 @@ class MockServer:
     def reset(self) -> None:
         self._stats.reset()
         # as a restarted server's: its counters start again
-        self._metrics = Metrics(self.config.model, self.config.flavor)
+        self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
 
     def _connection(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -133,7 +134,7 @@ class MockServer:
         request: Request,
         controls: Controls,
         fault: str | None,
-        route: tuple[routes.Handler, dict[str, str]] | None,
+        route: tuple[Handler, dict[str, str]] | None,
     ) -> Reply:
         if (injected := faults.error_answer(fault)) is not None:
             return injected
@@ -152,10 +153,10 @@ class MockServer:
             return error_reply(400, f"Invalid JSON body: {e}", "BadRequestError")
         try:
             if not isinstance(body, dict):
-                raise routes.BadRequest("the request body must be a JSON object")
-            call = routes.Call(body, controls, self.config, fault, params)
+                raise BadRequest("the request body must be a JSON object")
+            call = Call(body, controls, self.config, fault, params)
             return routes.render(handler(call), call, request.accepts_gzip())
-        except routes.BadRequest as e:
+        except BadRequest as e:
             return error_reply(400, str(e), "BadRequestError")
         except Exception:  # a bug of the mock must not look like a fault it injected
             logger.exception("poolbench-mock failed on %s %s", request.method, request.path)

@@ -1,7 +1,7 @@
 """Session fixtures for the real servers: the ones `make test-real` started, or started here.
 
 `pytest -m real tests/real` works alone: a fixture whose server `make test-real` did not start
-builds its venv if needed (tests/real/install.sh) and starts it, with a bounded wait for /health,
+builds its venv if needed (devsupport/real/install.sh) and starts it, with a bounded wait for /health,
 and stops it by PID at the end of the session.
 """
 
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.real import servers, table
-from tests.real.servers import RealServer
+from devsupport.real import servers
+from devsupport.real.servers import RealServer
+from tests.real import table
 
 
 def _server(name: str) -> Iterator[RealServer]:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.real import prometheus, servers
-from tests.real.servers import RealServer
+from devsupport.real import prometheus, servers
+from devsupport.real.servers import RealServer
 from tests.real.table import RESULTS
 from tests.support.locust_run import run_locust
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.ports import free_port
+from devsupport.ports import free_port
 
 BINARY = "prometheus"
 START_TIMEOUT_S = 30.0

@@ -11,8 +11,8 @@ from typing import Any
 
 import requests
 
+from devsupport.ports import free_port
 from tests.support.locust_run import ROOT, locust_argv
-from tests.support.ports import free_port
 
 START_TIMEOUT_S = 30.0
 

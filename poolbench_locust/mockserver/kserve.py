@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import orjson
 
 from poolbench_locust.mockserver import vectors
-from poolbench_locust.mockserver.calls import AnswerDraft, Call, Handler, kept, kind
+from poolbench_locust.mockserver.calls import AnswerDraft, Call, kept, kind
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import count_prompts
 
@@ -112,7 +112,3 @@ def infer(call: Call) -> AnswerDraft | Reply:
     row = vectors.json_floats(dim, kind(call))[1:-1]
     output["data"] = orjson.Fragment(b"[" + b",".join([row] * rows) + b"]")
     return AnswerDraft(head, tokens=tokens, sequences=len(texts))
-
-
-POOLING_PATTERNS: tuple[tuple[re.Pattern[str], Handler], ...] = ((INFER_PATH, infer),)
-SERVICE_PATTERNS: tuple[tuple[str, re.Pattern[str], Handler], ...] = (("GET", MODEL_PATH, metadata),)

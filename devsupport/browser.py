@@ -17,7 +17,8 @@ from typing import Any
 
 import websocket
 
-from tests.support.ports import free_port
+from devsupport.ports import free_port
+from devsupport.subprocesses import stop
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -144,12 +145,7 @@ class Browser:
         path.write_bytes(base64.b64decode(data))
 
     def _stop_process(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""A free TCP port on 127.0.0.1, for a server or a Locust master a test starts."""
+"""A free TCP port on 127.0.0.1, for a server, a browser or a Locust master a test or a benchmark starts."""
 
 from __future__ import annotations
 
