@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("engine",)),  # send, read to the last byte, judge, one event: knows no one who counts
     ("users", ("users",)),  # the User classes, one declaration each
     ("metrics", ("metrics",)),  # the pooling stats, fed by the request events; pacing; the checks
+    ("consistency", ("consistency",)),  # how an answer compares with its reference, and their mergeable tally
     ("sweep", ("sweep",)),  # the load shape that steps, and its step table
     ("repeats", ("repeats",)),  # --repeat: each repeat's figures, their mean and 95 % interval
     ("charts", ("charts",)),
