@@ -83,7 +83,8 @@ def bucket_distance(key: int) -> float:
     if key == EXACT_KEY:
         return 0.0
     raw = key + _OFFSET
-    # raw = exponent * 64 + step, step in [64, 128): the bucket is [step, step + 1) / 128 * 2**(exponent - 1)
+    # raw = exponent * 64 + step, frexp's exponent and step in [64, 128): the bucket is
+    # [step, step + 1) / 128 * 2**exponent.
     exponent, step = (raw >> SUB_BUCKET_BITS) - 1, (raw & (SUB_BUCKETS - 1)) + SUB_BUCKETS
     return math.ldexp((step + 0.5) / _SCALE, exponent)
 
