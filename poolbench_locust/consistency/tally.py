@@ -21,11 +21,12 @@ buckets of any usable width would lump them together. The distance d = 1 - cosin
 log-linearly, as metrics/histogram.py buckets milliseconds: each power of two cut into SUB_BUCKETS = 64
 equal steps, so a bucket is never wider than 1/64 of its lower edge, and the percentile, reported as its
 bucket's middle, is within 1/128 (0.78 %) of the true sample's distance: |reported - true cosine| <=
-(1 - true cosine) / 128, and never below cosine_min. So 0.9999 (d = 1e-4) and 0.999 (d = 1e-3) are
-nowhere near one bucket, and neither are 1 - 1e-12 and 1 - 1e-11. A cosine of exactly 1.0 (d = 0) has a
-bucket of its own (key 0), negative cosines are distances above 1. The smallest distance a float cosine
-below 1 can have is 2**-53 (1 less the float just below 1) and the largest 2 (cosine -1), so there are at
-most MAX_BUCKETS = 3,458 buckets, however many comparisons; a tally holds only the buckets seen.
+(1 - true cosine) / 128 (and a float rounding or two), never below cosine_min. So 0.9999 (d = 1e-4)
+and 0.999 (d = 1e-3) are nowhere near one bucket, and neither are 1 - 1e-12 and 1 - 1e-11. A cosine of
+exactly 1.0 (d = 0) has a bucket of its own (key 0), negative cosines are distances above 1. The smallest
+distance a float cosine below 1 can have is 2**-53 (1 less the float just below 1) and the largest 2
+(cosine -1), so there are at most MAX_BUCKETS = 3,458 buckets, however many comparisons; a tally holds
+only the buckets seen.
 (metrics/histogram.py is not reused: it is built for milliseconds, clamping below 1 µs, where these
 distances go down to 1e-16.)
 
