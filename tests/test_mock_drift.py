@@ -28,7 +28,7 @@ from tests.conftest import MockHandle
 T = 10  # seconds: every request's timeout
 DIM = 384  # a multiple of vectors.PERIOD: the drifted vector's cosine is vectors.DRIFT_COSINE exactly
 FILLERS = 7
-FILL_MS = 3000
+FILL_MS = 2000
 """Long enough for the fillers to be in flight together, and for the probes to go, on a busy machine."""
 TEXT = "the quick brown fox"
 DOCS = ["alpha beta", "gamma", "delta epsilon zeta", "eta"]
