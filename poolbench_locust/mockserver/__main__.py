@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+from collections.abc import Callable
 
 import gevent
 from gevent.event import Event
@@ -24,14 +25,19 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+def _int_from(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+        return value
+
+    return parse
 
 
 def _port(text: str) -> int:
@@ -65,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=8000, help="0 picks a free port")
     p.add_argument("--ttfb-ms", type=_non_negative, default=0.0, help="delay before the response headers")
     p.add_argument("--body-ms", type=_non_negative, default=0.0, help="time the body takes to trickle out")
-    p.add_argument("--dim", type=_positive_int, default=384, help="embedding dimension")
+    p.add_argument("--dim", type=_int_from(1), default=384, help="embedding dimension")
     p.add_argument("--model", default="mock-model", help="model name answered when a request names none")
     p.add_argument("--flavor", choices=FLAVORS, default="vllm", help="answer forms of /rerank and /classify")
     p.add_argument(
@@ -96,6 +102,16 @@ def parser() -> argparse.ArgumentParser:
         default="float32",
         help="the --embedding-dtype the mock's Infinity runs with: its embeddings' type (binary, ubinary: packed)",
     )
+    for flag, wrong in (
+        ("--drift-above", "answer drifted vectors (cosine 0.909 with the right ones)"),
+        ("--flip-above", "swap a ranking's top two scores"),
+    ):
+        p.add_argument(flag, type=_int_from(0), metavar="N", help=f"while more than N requests are in flight, {wrong}")
+    p.add_argument(
+        "--cache-drift",
+        action="store_true",
+        help="answer an input seen before with a drifted vector (a result cache bug)",
+    )
     return p
 
 
@@ -115,6 +131,9 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         infinity_usage=args.infinity_usage,
         task=args.task,
         infinity_dtype=args.infinity_embedding_dtype,
+        drift_above=args.drift_above,
+        cache_drift=args.cache_drift,
+        flip_above=args.flip_above,
     )
 
 

@@ -6,20 +6,22 @@ from __future__ import annotations
 import itertools
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import orjson
 
 from poolbench_locust.mockserver import image_inputs, vectors
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, kind, model, required
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, model, per_input, required
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import BINARY_ENCODINGS, DTYPE_SIZES, ENDIANNESS, count_prompt, count_words
 
 MAX_ANSWER = 1 << 30
 """Bytes of vectors one answer may hold: a typo in a batch size must not take the machine's memory."""
 LABELS = ("LABEL_0", "LABEL_1")
+T = TypeVar("T")
 
 
 _ids = itertools.count(1)
@@ -79,6 +81,17 @@ def score(*parts: Any) -> float:
     return zlib.crc32(joined.encode()) / 2**32
 
 
+def flipped(call: Call, scores: list[T], key: Callable[[T], float] | None = None) -> list[T]:
+    """--flip-above under load: the two highest scores (by `key`) trade places, so the top document changes
+    while the answer holds the same scores; otherwise `scores` as they are."""
+    if not call.flip or len(scores) < 2:
+        return scores
+    first, second = sorted(range(len(scores)), key=lambda i: key(scores[i]) if key else scores[i], reverse=True)[:2]
+    swapped = list(scores)
+    swapped[first], swapped[second] = scores[second], scores[first]
+    return swapped
+
+
 def label_scores(prompt: Any) -> list[dict[str, Any]]:
     p = score(prompt)
     return sorted(({"score": p, "label": LABELS[1]}, {"score": 1 - p, "label": LABELS[0]}), key=lambda r: -r["score"])
@@ -100,14 +113,15 @@ def encoding(call: Call, allowed: tuple[str, ...]) -> tuple[str, str, str]:
 def embed(call: Call, inputs: list[Any], tokens: int, item: str, key: str, allowed: tuple[str, ...]) -> AnswerDraft:
     """The OpenAI-shaped embeddings answer shared by /v1/embeddings, /pooling and Infinity's /embeddings."""
     how, dtype, endianness = encoding(call, allowed)
-    size, vector_kind, name = dim(call), kind(call), model(call)
+    size, name = dim(call), model(call)
     indices = kept(call, list(range(len(inputs))))
     if len(inputs) * size * DTYPE_SIZES[dtype] > MAX_ANSWER:
         raise BadRequest(f"{len(inputs)} x {size} x {dtype} is more than the mock's {MAX_ANSWER} byte limit")
+    answered = [inputs[i] for i in indices]
     head = {"id": new_id("embd"), "created": int(time.time()), "model": name}
     if how in BINARY_ENCODINGS:
-        vector = vectors.raw(size, dtype, endianness, vector_kind)
-        width = len(vector)
+        arrays = per_input(call, answered, lambda k: vectors.raw(size, dtype, endianness, k))
+        width = size * DTYPE_SIZES[dtype]
         metadata = None
         if how == "bytes":
             data = [
@@ -122,12 +136,13 @@ def embed(call: Call, inputs: list[Any], tokens: int, item: str, key: str, allow
                 for i in indices
             ]
             metadata = {**head, "data": data, "usage": usage(tokens)}
-        return AnswerDraft(raw=vector * len(indices), metadata=metadata, tokens=tokens, sequences=len(inputs))
+        return AnswerDraft(raw=b"".join(arrays), metadata=metadata, tokens=tokens, sequences=len(inputs))
     if how == "float":
-        fragment = orjson.Fragment(vectors.json_floats(size, vector_kind))
+        written = partial(vectors.json_floats, size)
     else:
-        fragment = orjson.Fragment(vectors.json_base64(size, dtype, endianness, vector_kind))
-    data = [{"index": i, "object": item, key: fragment} for i in indices]
+        written = partial(vectors.json_base64, size, dtype, endianness)
+    fragments = per_input(call, answered, lambda k: orjson.Fragment(written(k)))
+    data = [{"index": i, "object": item, key: f} for i, f in zip(indices, fragments, strict=True)]
     if call.controls.flavor == "voyage":  # Voyage: no id or created, and usage holds only total_tokens
         doc = {"object": "list", "data": data, "model": name, "usage": {"total_tokens": tokens}}
     else:
@@ -157,7 +172,8 @@ def ranked(call: Call, query: str, docs: list[str]) -> list[tuple[int, str, floa
     top_n = call.body.get("top_n") or 0
     if type(top_n) is not int or top_n < 0:
         raise BadRequest("'top_n' must be a non-negative integer")
-    order = sorted(((i, d, score(query, d)) for i, d in enumerate(docs)), key=lambda r: -r[2])
+    scores = flipped(call, [score(query, d) for d in docs])
+    order = sorted(zip(range(len(docs)), docs, scores, strict=True), key=lambda r: -r[2])
     return kept(call, order[:top_n] if top_n else order)
 
 

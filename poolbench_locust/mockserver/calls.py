@@ -3,15 +3,17 @@ tei.py, infinity.py, ...) and the route table (routes.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from poolbench_locust.mockserver import vectors
 from poolbench_locust.mockserver.config import Controls, MockConfig
+from poolbench_locust.mockserver.faults import Answered
 from poolbench_locust.mockserver.reply import Reply
 
 MAX_DIM = 1 << 20
+T = TypeVar("T")
 
 
 class BadRequest(Exception):
@@ -26,6 +28,12 @@ class Call:
     fault: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)
     """The parts of the path a pattern route names (KServe's model in /v2/models/{model}/infer)."""
+    drift: bool = False
+    """--drift-above acts: every vector of the answer is the drifted one."""
+    flip: bool = False
+    """--flip-above acts: a ranking's top two scores trade places."""
+    answered: Answered | None = None
+    """--cache-drift's memory of the inputs answered (None: the flag is off)."""
 
 
 @dataclass(slots=True)
@@ -67,7 +75,32 @@ def dim(call: Call, name: str = "dimensions") -> int:
 
 
 def kind(call: Call) -> vectors.Kind:
-    return "zero" if call.fault == "zero-vectors" else "nan" if call.fault == "nan-vectors" else "values"
+    """The kind of every vector of the answer, before --cache-drift: a fault's, drifted, or the honest one."""
+    if call.fault == "zero-vectors":
+        return "zero"
+    if call.fault == "nan-vectors":
+        return "nan"
+    return "drift" if call.drift else "values"
+
+
+def kinds(call: Call, inputs: Sequence[Any]) -> list[vectors.Kind]:
+    """Each input's vector kind: the call's, or under --cache-drift the drifted one for an input answered before
+    (every input is remembered as answered, whichever kind it gets)."""
+    whole = kind(call)
+    if call.answered is None:
+        return [whole] * len(inputs)
+    return ["drift" if call.answered.again(p) and whole == "values" else whole for p in inputs]
+
+
+def each_of(each: list[vectors.Kind], make: Callable[[vectors.Kind], T]) -> list[T]:
+    """`make(kind)` for each kind, made once per kind: an answer's vectors stay a few shared objects."""
+    made = {k: make(k) for k in set(each)}
+    return [made[k] for k in each]
+
+
+def per_input(call: Call, inputs: Sequence[Any], make: Callable[[vectors.Kind], T]) -> list[T]:
+    """`make(kind)` for each input answered, of its kind (`kinds`)."""
+    return each_of(kinds(call, inputs), make)
 
 
 def kept(call: Call, items: list[Any]) -> list[Any]:

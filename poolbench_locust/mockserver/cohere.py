@@ -21,6 +21,7 @@ def embed(call: Call) -> AnswerDraft | Reply:
     if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str | Mapping) for t in inputs):
         raise BadRequest("'texts' (or 'inputs', or 'images') must be a non-empty list")
     seen = image_inputs.Seen()
+    answered = kept(call, inputs)  # before images are counted as empty texts: --cache-drift tells them apart
     if "images" in call.body and "texts" not in call.body and "inputs" not in call.body:
         for i, url in enumerate(inputs):
             seen.add(url, f"images[{i}]")
@@ -36,7 +37,7 @@ def embed(call: Call) -> AnswerDraft | Reply:
     if call.controls.flavor == "cohere" and input_type is None and cohere_needs_input_type(model(call)):
         return Reply(400, orjson.dumps({"message": COHERE_NO_INPUT_TYPE}))
     tokens = count_prompts(inputs)
-    embeddings = packed.cohere_embeddings(call, len(kept(call, inputs)))  # by embedding_types
+    embeddings = packed.cohere_embeddings(call, answered)  # by embedding_types
     doc = {
         "id": new_id("embed"),
         "embeddings": embeddings,

@@ -39,6 +39,12 @@ class MockConfig:
     """The model's pooling task (vLLM's): /pooling refuses another, and a token_embed model's /v1/embeddings
     answers one row per token. None: a model that answers whichever task /pooling names (embed by default)."""
     infinity_dtype: str = "float32"
+    drift_above: int | None = None
+    """More requests than this in flight: vectors drift (faults.py). None: never."""
+    cache_drift: bool = False
+    """An input answered before gets a drifted vector (faults.py)."""
+    flip_above: int | None = None
+    """More requests than this in flight: a ranking's top two scores trade places (faults.py). None: never."""
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
@@ -58,6 +64,9 @@ class MockConfig:
                 raise ControlError(f"unknown fault {name!r}")
             if not 0.0 <= rate <= 1.0:
                 raise ControlError(f"fault {name} rate {rate} is not in [0, 1]")
+        for name, threshold in (("drift_above", self.drift_above), ("flip_above", self.flip_above)):
+            if threshold is not None and threshold < 0:
+                raise ControlError(f"{name} must be >= 0")
         # One uniform draw picks at most one fault, so the rates must fit in [0, 1] together.
         if sum(self.faults.values()) > 1.0 + 1e-9:
             raise ControlError("fault rates add up to more than 1")

@@ -32,12 +32,27 @@ These apply where the answer has the part they spoil, and elsewhere answer norma
 - packed-short, packed-out-of-range: the last embedding of a packed answer (int8, uint8, binary, ubinary,
   Cohere's base64) one value short, or its first value past its type's range (mockserver/packed.py).
 - sparse-bad-index: the last input's sparse embedding (TEI /embed_sparse) with a negative index.
+
+Wrong answers that stay well-formed, for a client's consistency check (config flags only, not `x-mock-fault`:
+they depend on the load or on what came before, not on the request; not counted as faults, and the request
+counts as `ok`, as the server it imitates would count it). In flight: the pooling requests read and not yet
+answered to their last byte, the one being answered among them.
+- --drift-above N: while more than N are in flight, every vector of a vector route's answer (the routes
+  of zero-vectors, every encoding, /pooling's and /embed_all's token rows too) is the drifted one
+  (vectors.py: cosine 1891/2080 with the honest one); N or fewer: the honest answer, byte for byte.
+- --cache-drift: an input answered before (the same text, token ids or conversation) gets the drifted
+  vector; its first answer is honest. `Answered` remembers the last ANSWERED_KEPT inputs.
+- --flip-above N: while more than N are in flight, the two highest scores of a ranking (/rerank in every
+  form, /v2/rerank, NIM's /v1/ranking, /score, SGLang's /v1/score, TEI's /similarity) trade places: the
+  top document changes, the scores stay the same set.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import random
+from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import accumulate
 from typing import Any
@@ -111,6 +126,39 @@ class FaultDraw:
             if r < edge:
                 return name
         return None
+
+
+def above(threshold: int | None, in_flight: int) -> bool:
+    """Whether a load fault (--drift-above, --flip-above) acts at `in_flight` requests: more than its threshold."""
+    return threshold is not None and in_flight > threshold
+
+
+ANSWERED_KEPT = 65_536
+"""Inputs --cache-drift remembers: about 10 MB of digests, more than a benchmark's set of repeated inputs."""
+
+
+class Answered:
+    """--cache-drift's memory: a digest of each input answered, the least recently answered forgotten first."""
+
+    def __init__(self, kept: int = ANSWERED_KEPT) -> None:
+        self._kept = kept
+        self._digests: OrderedDict[bytes, None] = OrderedDict()
+
+    def again(self, prompt: Any) -> bool:
+        """Whether `prompt` was answered before; it is remembered from now on."""
+        raw = prompt.encode() if isinstance(prompt, str) else orjson.dumps(prompt)
+        digest = hashlib.blake2b(raw, digest_size=16).digest()
+        seen = digest in self._digests
+        if seen:
+            self._digests.move_to_end(digest)
+        else:
+            self._digests[digest] = None
+            if len(self._digests) > self._kept:
+                self._digests.popitem(last=False)
+        return seen
+
+    def clear(self) -> None:
+        self._digests.clear()
 
 
 def error_answer(fault: str | None) -> Reply | None:

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import orjson
 
 from poolbench_locust.mockserver import vectors
-from poolbench_locust.mockserver.calls import AnswerDraft, Call, kept, kind
+from poolbench_locust.mockserver.calls import AnswerDraft, Call, kept, per_input
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import count_prompts
 
@@ -97,7 +97,8 @@ def infer(call: Call) -> AnswerDraft | Reply:
     binary = _binary(call, model)
     if isinstance(binary, Reply):
         return binary
-    dim, rows = call.controls.dim, len(kept(call, texts))
+    answered = kept(call, texts)
+    dim, rows = call.controls.dim, len(answered)
     if len(texts) * dim * 4 > MAX_ANSWER:
         return _error(400, f"{len(texts)} x {dim} x FP32 is more than the mock's {MAX_ANSWER} byte limit")
     tokens = count_prompts(texts)
@@ -106,9 +107,9 @@ def infer(call: Call) -> AnswerDraft | Reply:
     if binary:
         output["parameters"] = {"binary_data_size": rows * dim * 4}
         json_head = orjson.dumps(head)
-        tensor = vectors.raw(dim, "float32", "little", kind(call)) * rows
+        tensor = b"".join(per_input(call, answered, lambda k: vectors.raw(dim, "float32", "little", k)))
         headers = {HEAD_LENGTH_HEADER: str(len(json_head))}
         return AnswerDraft(raw=json_head + tensor, headers=headers, tokens=tokens, sequences=len(texts))
-    row = vectors.json_floats(dim, kind(call))[1:-1]
-    output["data"] = orjson.Fragment(b"[" + b",".join([row] * rows) + b"]")
+    row_of = per_input(call, answered, lambda k: vectors.json_floats(dim, k)[1:-1])
+    output["data"] = orjson.Fragment(b"[" + b",".join(row_of) + b"]")
     return AnswerDraft(head, tokens=tokens, sequences=len(texts))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from poolbench_locust.mockserver.answers import pair_words, score, text
+from poolbench_locust.mockserver.answers import flipped, pair_words, score, text
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, kept, required
 
 
@@ -19,6 +19,7 @@ def ranking(call: Call) -> AnswerDraft:
     if truncate not in ("NONE", "START", "END"):
         raise BadRequest("'truncate' must be one of NONE, START, END")
     query_text, docs = query["text"], [text(p, "passages") for p in passages]
-    ranked = sorted(((i, score(query_text, d) * 20 - 10) for i, d in enumerate(docs)), key=lambda r: -r[1])
+    logits = flipped(call, [score(query_text, d) * 20 - 10 for d in docs])
+    ranked = sorted(enumerate(logits), key=lambda r: -r[1])
     doc = {"rankings": [{"index": i, "logit": logit} for i, logit in kept(call, ranked)]}
     return AnswerDraft(doc, tokens=pair_words(query_text, docs), sequences=len(docs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 
 from poolbench_locust.mockserver import vectors
-from poolbench_locust.mockserver.calls import AnswerDraft, Call, kept, kind
+from poolbench_locust.mockserver.calls import AnswerDraft, Call, kept, per_input
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import count_words
 
@@ -54,13 +54,12 @@ def embed(call: Call) -> AnswerDraft | Reply:
         return _error(400, "the input length exceeds the context length")
     tokens = sum(min(w, CONTEXT_LENGTH) for w in words)
     dim = dimensions if 0 < dimensions < call.controls.dim else call.controls.dim  # larger: the model's own
-    fragment = orjson.Fragment(vectors.json_floats(dim, kind(call)))
     # The mock does no compute: its whole server-side time is the injected wait before the headers, which
     # it reports as the time until the model was ready for the request (as its TEI form reports queueing).
     wait_ns = round(call.controls.ttfb_ms * 1_000_000)
     doc = {
         "model": model,
-        "embeddings": [fragment] * len(kept(call, texts)),
+        "embeddings": per_input(call, kept(call, texts), lambda k: orjson.Fragment(vectors.json_floats(dim, k))),
         "total_duration": wait_ns,
         "load_duration": wait_ns,
         "prompt_eval_count": tokens,

@@ -17,13 +17,13 @@ import base64
 import itertools
 import struct
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import orjson
 
 from poolbench_locust.mockserver import vectors
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, kind, model
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, each_of, kept, kinds, model, per_input
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import BIT_PACKED, PACKED_RANGES
 
@@ -37,7 +37,7 @@ PACKED_FAULTS = frozenset({"packed-short", "packed-out-of-range"})
 def _floats(size: int, vector_kind: vectors.Kind) -> list[float]:
     if vector_kind == "zero":
         return [0.0] * size
-    return (list(vectors.VALUES) * -(-size // vectors.PERIOD))[:size]
+    return vectors.floats(size, vector_kind)
 
 
 @lru_cache(maxsize=64)
@@ -78,11 +78,11 @@ def _spoiled(text: bytes, name: str, fault: str) -> bytes:
     return orjson.dumps(values)
 
 
-def embeddings_of(call: Call, count: int, text: bytes, name: str) -> list[Any]:
-    """`count` embeddings of one JSON text, the last spoiled where the call's fault is a packed one."""
-    fragments = [orjson.Fragment(text)] * count
-    if count and name != "float" and call.fault in PACKED_FAULTS:
-        spoiled = _spoiled(text, name, call.fault)
+def embeddings_of(call: Call, texts: list[bytes], name: str) -> list[Any]:
+    """The embeddings of their JSON texts, the last spoiled where the call's fault is a packed one."""
+    fragments = [orjson.Fragment(text) for text in texts]
+    if texts and name != "float" and call.fault in PACKED_FAULTS:
+        spoiled = _spoiled(texts[-1], name, call.fault)
         fragments[-1] = orjson.Fragment(spoiled)
     return fragments
 
@@ -99,12 +99,14 @@ def types_asked(call: Call, offered: frozenset[str], size: int, field: str) -> l
     return types
 
 
-def cohere_embeddings(call: Call, count: int) -> dict[str, list[Any]]:
-    """/v2/embed's `embeddings` by type: vLLM offers four types, Cohere's API (its flavor) six."""
+def cohere_embeddings(call: Call, inputs: list[Any]) -> dict[str, list[Any]]:
+    """/v2/embed's `embeddings` of the inputs answered, by type: vLLM offers four types, Cohere's API (its
+    flavor) six."""
     size = dim(call, "output_dimension")
     offered = COHERE_TYPES if call.controls.flavor == "cohere" else VLLM_TYPES
     types = types_asked(call, offered, size, "embedding_types")
-    return {name: embeddings_of(call, count, json_vector(size, name, kind(call)), name) for name in types}
+    each = kinds(call, inputs)  # once: every type answers the same inputs
+    return {name: embeddings_of(call, each_of(each, partial(json_vector, size, name)), name) for name in types}
 
 
 def infinity_embeddings(call: Call, prompts: list[Any], tokens: int) -> AnswerDraft | Reply:
@@ -121,8 +123,9 @@ def infinity_embeddings(call: Call, prompts: list[Any], tokens: int) -> AnswerDr
     if encoding == "base64" and dtype in BIT_PACKED:
         message = f"model {model(call)} does not support base64 encoding, as it uses uint8-bitpacking"
         return error_reply(500, f"InternalServerError: {message} with EmbeddingDtype.{dtype}", "InternalServerError")
-    text = _infinity_text(size, dtype, kind(call), cut, encoding == "base64")
-    answered = embeddings_of(call, len(kept(call, prompts)), text, "base64" if encoding == "base64" else dtype)
+    b64 = encoding == "base64"
+    texts = per_input(call, kept(call, prompts), lambda k: _infinity_text(size, dtype, k, cut, b64))
+    answered = embeddings_of(call, texts, "base64" if b64 else dtype)
     doc = {
         "object": "list",
         "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(answered)],

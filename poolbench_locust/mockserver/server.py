@@ -33,6 +33,10 @@ class MockServer:
         self._stats = Stats()
         self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
         self._faults = faults.FaultDraw(self.config.faults, self.config.seed)
+        self._in_flight = 0
+        """Pooling requests read and not yet answered to their last byte: the load --drift-above and
+        --flip-above look at (under gevent, one thread, a plain counter is exact)."""
+        self._answered = faults.Answered() if self.config.cache_drift else None
         # A pool (unbounded) lets stop() end the handlers of idle keep-alive connections too.
         self._server = StreamServer((host, port), self._connection, backlog=BACKLOG, spawn=Pool())
 
@@ -56,6 +60,8 @@ class MockServer:
 
     def reset(self) -> None:
         self._stats.reset()
+        if self._answered is not None:  # a restarted server's cache would be empty too
+            self._answered.clear()
         # as a restarted server's: its counters start again
         self._metrics = Metrics(self.config.model, routes.metrics_page(self.config.flavor))
 
@@ -76,8 +82,17 @@ class MockServer:
 
     def _serve(self, sock: socket.socket, request: Request) -> bool:
         """Answer one request; True if the connection can take the next one."""
+        route = routes.pooling_route(request.path)
+        if route is None:
+            return self._answer(sock, request, None)
+        self._in_flight += 1
+        try:
+            return self._answer(sock, request, route)
+        finally:
+            self._in_flight -= 1
+
+    def _answer(self, sock: socket.socket, request: Request, route: tuple[Handler, dict[str, str]] | None) -> bool:
         path, controls, fault = request.path, _IMMEDIATE, None
-        route = routes.pooling_route(path)
         pooling = route is not None
         if path.startswith("/mock/"):
             reply = self._control(request)  # never delayed, faulted or counted
@@ -154,7 +169,9 @@ class MockServer:
         try:
             if not isinstance(body, dict):
                 raise BadRequest("the request body must be a JSON object")
-            call = Call(body, controls, self.config, fault, params)
+            load, config = self._in_flight, self.config
+            drift, flip = faults.above(config.drift_above, load), faults.above(config.flip_above, load)
+            call = Call(body, controls, config, fault, params, drift, flip, self._answered)
             return routes.render(handler(call), call, request.accepts_gzip())
         except BadRequest as e:
             return error_reply(400, str(e), "BadRequestError")

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from poolbench_locust.mockserver.answers import Ranking, new_id, pair_words, score, text, texts
+from poolbench_locust.mockserver.answers import Ranking, flipped, new_id, pair_words, score, text, texts
 from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, kept, model, required
 from poolbench_locust.mockserver.metrics import (
     MODEL,
@@ -33,7 +33,7 @@ def score_items(call: Call) -> AnswerDraft:
         raise BadRequest("label_token_ids must be a non-empty list of integers")
     width = len(labels) if labels else 1
     tokens = pair_words(query, items)
-    rows = [[score(query, item, k) for k in range(width)] for item in kept(call, items)]
+    rows = kept(call, flipped(call, [[score(query, item, k) for k in range(width)] for item in items], lambda r: r[0]))
     doc = {"scores": rows, "model": model(call), "usage": None, "object": "scoring"}
     return AnswerDraft(doc, tokens=tokens, sequences=len(items))
 

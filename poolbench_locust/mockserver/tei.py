@@ -15,11 +15,12 @@ from poolbench_locust.mockserver.answers import (
     MAX_ANSWER,
     Ranking,
     chars,
+    flipped,
     label_scores,
     prompts,
     score,
 )
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, kind, required
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, per_input, required
 from poolbench_locust.mockserver.metrics import Ended, Metric, Page, each_request, waiting
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import TEI_TOKENS_HEADER, count_prompt, count_prompts, count_words
@@ -92,9 +93,8 @@ def _inputs_route(answer: Callable[[Call, list[Any]], tuple[Any, int]]) -> Handl
 
 @_inputs_route
 def embed(call: Call, inputs: list[Any]) -> tuple[Any, int]:
-    tokens = count_prompts(inputs)
-    fragment = orjson.Fragment(vectors.json_floats(dim(call), kind(call)))
-    return [fragment] * len(kept(call, inputs)), tokens
+    tokens, size = count_prompts(inputs), dim(call)
+    return per_input(call, kept(call, inputs), lambda k: orjson.Fragment(vectors.json_floats(size, k))), tokens
 
 
 def _predict_sequence(value: Any) -> list[str]:
@@ -146,9 +146,9 @@ def embed_all(call: Call, inputs: list[Any]) -> tuple[Any, int]:
     size = dim(call)
     if sum(counts) * size * 4 > MAX_ANSWER:
         raise BadRequest(f"{sum(counts)} token rows x {size} is more than the mock's {MAX_ANSWER} byte limit")
-    row = orjson.Fragment(vectors.json_floats(size, kind(call)))
+    row_of = per_input(call, kept(call, inputs), lambda k: orjson.Fragment(vectors.json_floats(size, k)))
     tokens = count_prompts(inputs)
-    doc = [[row] * n for n in kept(call, counts)]
+    doc = [[row] * n for row, n in zip(row_of, kept(call, counts), strict=True)]
     return doc, tokens
 
 
@@ -166,7 +166,7 @@ def similarity(call: Call) -> AnswerDraft | Reply:
         return refused
     # TEI embeds the source sentence once and each sentence once.
     tokens = count_words(source) + sum(count_words(t) for t in sentences)
-    doc = [score(source, t) for t in kept(call, sentences)]
+    doc = kept(call, flipped(call, [score(source, t) for t in sentences]))
     headers = _headers(call, tokens, len(source) + sum(len(t) for t in sentences))
     return AnswerDraft(doc, headers=headers, tokens=tokens, sequences=len(sentences))
 

@@ -24,6 +24,7 @@ from poolbench_locust.mockserver.answers import (
     Ranking,
     embed,
     encoding,
+    flipped,
     is_ids,
     listed,
     new_id,
@@ -32,7 +33,17 @@ from poolbench_locust.mockserver.answers import (
     texts,
     usage,
 )
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, kind, model, required
+from poolbench_locust.mockserver.calls import (
+    AnswerDraft,
+    BadRequest,
+    Call,
+    Handler,
+    dim,
+    kept,
+    model,
+    per_input,
+    required,
+)
 from poolbench_locust.mockserver.metrics import (
     MODEL,
     Metric,
@@ -118,6 +129,7 @@ def _check_token_embeddings(call: Call) -> None:
 
 def _task_answer(
     call: Call,
+    inputs: Sequence[Any],
     counts: Sequence[int],
     task: str,
     item: str,
@@ -135,32 +147,32 @@ def _task_answer(
     else:
         rows = [-(-n // chunk) if chunk else n for n in counts]
         width = CLASSES if task == "token_classify" else dim(call)
-    vector_kind = kind(call)
     indices = kept(call, list(range(len(counts))))
+    answered = [inputs[i] for i in indices]
     per_item = [1 if rows is None else rows[i] for i in indices]
     if sum(per_item) * width * DTYPE_SIZES[dtype] > MAX_ROWS_BYTES:
         raise BadRequest(f"{sum(per_item)} rows x {width} is more than the mock's {MAX_ROWS_BYTES} byte limit")
     head = {"id": f"pool-{time.time_ns():x}", "created": int(time.time()), "model": model(call)}
     counted = usage(tokens)
     if encoding in BINARY_ENCODINGS:
-        row = vectors.raw(width, dtype, endianness, vector_kind)
-        raw = b"".join(row * n for n in per_item)
+        row_of = per_input(call, answered, lambda k: vectors.raw(width, dtype, endianness, k))
+        raw = b"".join(row * n for row, n in zip(row_of, per_item, strict=True))
         metadata = None
         if encoding == "bytes":
             data, start = [], 0
             for i, n in zip(indices, per_item, strict=True):
                 shape = [width] if rows is None else [n, width]
                 data.append({"index": i, "embed_dtype": dtype, "endianness": endianness, "start": start})
-                start += n * len(row)
+                start += n * width * DTYPE_SIZES[dtype]
                 data[-1] |= {"end": start, "shape": shape}
             metadata = {**head, "data": data, "usage": counted}
         return AnswerDraft(raw=raw, metadata=metadata, tokens=tokens, sequences=len(counts))
     if encoding == "float":
-        one = orjson.Fragment(vectors.json_floats(width, vector_kind))
-        values: list[Any] = [one if rows is None else [one] * n for n in per_item]
+        ones = per_input(call, answered, lambda k: orjson.Fragment(vectors.json_floats(width, k)))
+        values: list[Any] = [one if rows is None else [one] * n for one, n in zip(ones, per_item, strict=True)]
     else:  # base64 of each input's whole array
-        row = vectors.raw(width, dtype, endianness, vector_kind)
-        values = [base64.b64encode(row * n).decode() for n in per_item]
+        row_of = per_input(call, answered, lambda k: vectors.raw(width, dtype, endianness, k))
+        values = [base64.b64encode(row * n).decode() for row, n in zip(row_of, per_item, strict=True)]
     data = [{"index": i, "object": item, key: value} for i, value in zip(indices, values, strict=True)]
     return AnswerDraft({**head, "object": "list", "data": data, "usage": counted}, tokens=tokens, sequences=len(counts))
 
@@ -241,7 +253,7 @@ def _embedding_route(item: str, key: str) -> Handler:
         if task != "embed":
             chunk = _late_chunk(call, task)
             counts = _counts(call, [count_prompt(p) for p in inputs])
-            return _task_answer(call, counts, task, item, key, encoding(call, ENCODINGS), chunk)
+            return _task_answer(call, inputs, counts, task, item, key, encoding(call, ENCODINGS), chunk)
         return embed(call, inputs, _tokens(call, [count_prompt(p) for p in inputs]), item, key, ENCODINGS)
 
     return handle
@@ -282,7 +294,8 @@ def score_pairs(call: Call) -> AnswerDraft:
     else:
         raise BadRequest(f"{left_name!r} must hold one item or as many as {right_name!r}")
     tokens = sum(count_words(q) + count_words(d) for q, d in pairs)
-    data = [{"index": i, "object": "score", "score": score(q, d)} for i, (q, d) in enumerate(kept(call, pairs))]
+    scores = kept(call, flipped(call, [score(q, d) for q, d in pairs]))
+    data = [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)]
     return listed(call, "score", data, tokens, len(pairs))
 
 

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from poolbench_locust.mockserver.answers import Ranking
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, kind, model
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, dim, kept, model, per_input
 from poolbench_locust.mockserver.packed import VOYAGE_TYPES, embeddings_of, json_vector, types_asked
 from poolbench_locust.wire import count_prompts
 
@@ -28,8 +30,8 @@ def embeddings(call: Call) -> AnswerDraft:
     encoding = call.body.get("encoding_format") or "float"
     if encoding not in ("float", "base64") or (encoding == "base64" and name != "float"):
         raise BadRequest("encoding_format must be null or base64 (of float embeddings)")
-    text = json_vector(size, "base64" if encoding == "base64" else name, kind(call))
-    answered = embeddings_of(call, len(kept(call, texts)), text, name)
+    written = partial(json_vector, size, "base64" if encoding == "base64" else name)
+    answered = embeddings_of(call, per_input(call, kept(call, texts), written), name)
     data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(answered)]
     tokens = count_prompts(texts)
     doc = {"object": "list", "data": data, "model": model(call), "usage": {"total_tokens": tokens}}
