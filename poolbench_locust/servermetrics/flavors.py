@@ -25,7 +25,7 @@ from typing import Literal
 
 Kind = Literal["counter", "sample", "histogram"]
 
-COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj")
+COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj", "prefix_cache_queries", "prefix_cache_hits")
 """Figures that only grow: read as deltas over the run, a drop read as the server's restart."""
 HISTOGRAMS = ("latency", "http_latency", "queue")
 GAUGES = ("running", "waiting", "gpu_util", "power_w", "memory_mib")
@@ -92,6 +92,10 @@ VLLM = Flavor(
         "queue": Ref("vllm:request_queue_time_seconds", "histogram"),
         "running": Ref("vllm:num_requests_running", "sample"),
         "waiting": Ref("vllm:num_requests_waiting", "sample"),
+        # Tokens looked up in the prefix cache, and those found there (v1/metrics/loggers.py). The V0 engine's
+        # vllm:gpu_prefix_cache_hit_rate was a gauge of its rate since its start, not the run's: not read.
+        "prefix_cache_queries": Ref("vllm:prefix_cache_queries", "counter"),
+        "prefix_cache_hits": Ref("vllm:prefix_cache_hits", "counter"),
     },
 )
 
