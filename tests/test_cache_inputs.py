@@ -38,7 +38,7 @@ def repeated_share(requests: list[list[object]]) -> tuple[int, int]:
     return repeats, total
 
 
-@pytest.mark.parametrize("ratio", ["0.1", "0.3", "0.75"])
+@pytest.mark.parametrize("ratio", ["0.1", "0.3", "0.75", "0.95"])
 def test_a_share_of_the_inputs_are_copies_of_earlier_ones_and_the_shape_and_counts_stay(ratio):
     args = ("--batch-size", "1:6", "--input-len", "6:20", "--seed", "4")
     base, repeated = plan(pb.EmbeddingsUser, *args), plan(pb.EmbeddingsUser, *args, "--repeat-ratio", ratio)
@@ -67,9 +67,11 @@ def test_repeats_are_the_same_under_a_seed_and_others_under_another():
     assert pool("7") != pool("8")
 
 
-@pytest.mark.parametrize("user_class", [pb.RerankUser, pb.ScoreUser])
-def test_a_rerank_repeat_is_a_query_and_document_pair_seen_before(user_class):
-    args = ("--documents", "2:5", "--input-len", "5:9", "--seed", "2", "--repeat-ratio", "0.4")
+@pytest.mark.parametrize(
+    ("user_class", "ratio"), [(pb.RerankUser, "0.4"), (pb.ScoreUser, "0.4"), (pb.RerankUser, "0.9")]
+)
+def test_a_rerank_repeat_is_a_query_and_document_pair_seen_before(user_class, ratio):
+    args = ("--documents", "1:5", "--input-len", "5:9", "--seed", "2", "--repeat-ratio", ratio)
     p = plan(user_class, *args)
     base = plan(user_class, *args[:-2])
     pairs, counts = [], []
@@ -80,7 +82,8 @@ def test_a_rerank_repeat_is_a_query_and_document_pair_seen_before(user_class):
         counts.append(len(documents))
         assert len(documents) == len(base_body.get("documents", base_body.get("text_2")))
     repeats, total = repeated_share(pairs)
-    assert abs(repeats / total - 0.4) <= 5 / total, (repeats, total)
+    assert abs(repeats / total - float(ratio)) <= 5 / total, (repeats, total)
+    assert repeats == round(float(ratio) * total)  # made up by the pool's end, even from requests of one document
     tokens = [sum(count_words(q) + count_words(d) for q, d in request) for request in pairs]
     assert [r.client_tokens for r in p.requests] == tokens
     assert [r.sequences for r in p.requests] == counts
@@ -150,6 +153,12 @@ def test_a_datasets_texts_get_the_prefix_prepended(tmp_path):
     pairs.write_text('{"query": "q w", "documents": ["a b", "c d e"]}\n')
     (body, *_) = bodies(plan(pb.RerankUser, "--dataset", f"file:{pairs}", "--shared-prefix-tokens", "2"))
     assert body["query"].split()[2:] == ["q", "w"] and body["documents"] == ["a b", "c d e"]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}\n')
+    p = plan(pb.EmbeddingsChatUser, "--dataset", f"file:{chat}", "--shared-prefix-tokens", "2")
+    (body, *_) = bodies(p)
+    assert [m["content"].split()[2:] for m in body["messages"]] == [["be", "brief"], []]
+    assert body["messages"][1]["content"] == "hi" and p.requests[0].client_tokens == 2 + 2 + 1
 
 
 def test_repeats_and_a_shared_prefix_together():

@@ -110,19 +110,13 @@ def test_against_the_mock_the_hit_rate_shows_beside_the_repeat_share(mock_server
     mock = mock_server_factory("--ttfb-ms", "5")
     prefix = tmp_path / "p"
     # 2 s at 10 requests/s send fewer requests than the pool's 32: the hits are the repeats', not the pool's cycle
+    shape = ("--input-len", "6", "--batch-size", "3", "--repeat-ratio", "0.5", "--request-rate", "10")
+    scraped = ("--stop-timeout", "5", "--server-metrics-interval", "0.5")
     result = run_locust(
-        "locustfiles/embeddings.py",
-        *("--input-len", "6", "--batch-size", "3", "--repeat-ratio", "0.5", "--request-rate", "10"),
-        *("--stop-timeout", "5", "--server-metrics-interval", "0.5"),
-        host=mock.url,
-        users=2,
-        run_time="2s",
-        csv=prefix,
-        timeout=90,
+        "locustfiles/embeddings.py", *shape, *scraped, host=mock.url, users=2, run_time="2s", csv=prefix
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    with Path(f"{prefix}_server_metrics.csv").open() as f:
-        (server,) = csv.DictReader(f)
+    (server,) = csv.DictReader(Path(f"{prefix}_server_metrics.csv").read_text().splitlines())
     assert server["Kind"] == "vllm" and server[CLIENT_REPEAT] == "50.0"
     assert 0 < float(server[HIT]) < 60, server[HIT]
     assert HIT in result.stderr  # the console's server table has it too

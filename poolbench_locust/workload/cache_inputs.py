@@ -24,6 +24,10 @@ EARLIER_KEPT = 1024
 (reservoir sampling), so that a pool of any size holds no more of them than this."""
 
 
+SOURCE_DRAWS = 8
+"""Earlier requests drawn at most to find one with as many documents as a rerank's repeats want."""
+
+
 def prefixed(inputs: Inputs, shape: Shape, prefix: str) -> Inputs:
     """A dataset's record with `prefix` (words and a space) before its text: the query of rerank and score, the
     first message of a chat, each text otherwise; an input of images alone (no text) stays as it is."""
@@ -80,7 +84,7 @@ class Repeats:
     A repeated text or conversation is one an earlier request carries. For rerank and score, where the
     server's prompt is the query, then the document, a repeat is the pair: a request with repeats takes the
     query of one earlier request and copies some of its documents in place of its own (its others are new
-    documents after a query seen before)."""
+    documents after a query seen before); every earlier request may be copied from, its own copies included."""
 
     def __init__(self, ratio: float, seed: int, shape: Shape) -> None:
         self.ratio, self.shape = ratio, shape
@@ -129,7 +133,7 @@ class Repeats:
         wanted = self._wanted(count)
         result = inputs
         if wanted:
-            source: Inputs = self._rng.choice(self._earlier)
+            source = self._source(wanted)
             wanted = min(wanted, len(source.texts))
             places = self._rng.sample(range(count), wanted)
             copied = self._rng.sample(range(len(source.texts)), wanted)
@@ -141,11 +145,21 @@ class Repeats:
                     images = images if images is not None else [()] * count
                     images[place] = source.images[index] if source.images else ()
             result = replace(inputs, texts=tuple(texts), query=source.query, images=tuple(images) if images else ())
-        else:
-            self._keep(inputs)  # a request of new pairs only: one a later repeat may copy from
+        self._keep(result)  # every pair of it is one a later request may copy
         self.inputs += count
         self.repeats += wanted
         return result
+
+    def _source(self, wanted: int) -> Inputs:
+        """An earlier request to copy `wanted` pairs from: the first of a few drawn that has that many documents,
+        else the one of them with the most (a request of one document cannot give three)."""
+        best: Inputs = self._rng.choice(self._earlier)
+        for _ in range(SOURCE_DRAWS - 1):
+            if len(best.texts) >= wanted:
+                break
+            other: Inputs = self._rng.choice(self._earlier)
+            best = other if len(other.texts) > len(best.texts) else best
+        return best
 
     def _whole(self, inputs: Inputs) -> Inputs:
         wanted = self._wanted(1)
