@@ -51,12 +51,13 @@ class _Unit:
 
 
 def _units(inputs: Inputs, shape: Shape) -> list[_Unit]:
-    images: list[tuple[str, ...] | None] = list(inputs.images) if inputs.images else [None] * len(inputs.texts)
+    """A request's inputs: its texts, or (a batch of chats) its conversations, each with its images."""
+    each = inputs.conversations if shape == "chat" else inputs.texts
+    images: list[tuple[str, ...] | None] = list(inputs.images) if inputs.images else [None] * len(each)
     if shape == "chat":
-        per = list(inputs.images) if inputs.images else [None] * len(inputs.conversations)
         return [
             _Unit(tuple(m["content"] for m in conversation), i, conversation)
-            for conversation, i in zip(inputs.conversations, per, strict=True)
+            for conversation, i in zip(inputs.conversations, images, strict=True)
         ]
     return [_Unit((text,), i) for text, i in zip(inputs.texts, images, strict=True)]
 

@@ -19,7 +19,7 @@ from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import cache_inputs, chat_batches, corpus, images
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs, text_field
-from poolbench_locust.workload.tokens import TokenCounter, WordEstimate
+from poolbench_locust.workload.tokens import TokenCounter
 
 VOCABULARY = (
     "the of and to in is that for it as with was on be by this are from at or an have not which but "
@@ -134,14 +134,12 @@ class FileDataset:
     With --shared-prefix-tokens, each record's text (a query of rerank and score, a chat's first message) gets
     the same words prepended: its length is its own plus the prefix's, counted by the client as sent."""
 
-    def __init__(
-        self, records: list[Inputs], settings: Settings, shape: Shape, counter: TokenCounter | None = None
-    ) -> None:
+    def __init__(self, records: list[Inputs], settings: Settings, shape: Shape, counter: TokenCounter) -> None:
         self.records, self.settings, self.shape = records, settings, shape
         self._cursor = 0
         self.prefix = ""
         if settings.shared_prefix_tokens:
-            words = LengthFitter(counter or WordEstimate()).prefix(settings.shared_prefix_tokens, settings.seed)
+            words = LengthFitter(counter).prefix(settings.shared_prefix_tokens, settings.seed)
             self.prefix = " ".join(words) + " "
 
     def _next(self) -> Inputs:
