@@ -23,17 +23,16 @@ ROUTES = frozenset({"/v1/embeddings"})
 HIT = "Prefix Cache Hit %"
 
 
-def cache_text(queries: float | str, hits: float | str, tokens: float = 0.0) -> str:
+def counters(queries: float | str, hits: float | str, prefix: str = "vllm:prefix_cache_") -> str:
     labels = 'engine="0",model_name="m"'
-    return vllm_text(
-        tokens,
-        extra=(
-            "# TYPE vllm:prefix_cache_queries_total counter\n"
-            f"vllm:prefix_cache_queries_total{{{labels}}} {queries}\n"
-            "# TYPE vllm:prefix_cache_hits_total counter\n"
-            f"vllm:prefix_cache_hits_total{{{labels}}} {hits}\n"
-        ),
+    return (
+        f"# TYPE {prefix}queries_total counter\n{prefix}queries_total{{{labels}}} {queries}\n"
+        f"# TYPE {prefix}hits_total counter\n{prefix}hits_total{{{labels}}} {hits}\n"
     )
+
+
+def cache_text(queries: float | str, hits: float | str) -> str:
+    return vllm_text(0, extra=counters(queries, hits))
 
 
 def view_of(*pages: str) -> ServerView:
@@ -51,6 +50,18 @@ def test_the_hit_rate_is_the_runs_hits_over_its_queries_beside_the_clients_repea
     assert HIT in HEADER and HEADER.index(CLIENT_REPEAT) == HEADER.index(HIT) + 1
     lines = console_lines(server_rows([view], repeat_ratio=0.25), [])
     assert HIT in lines[1] and CLIENT_REPEAT in lines[1] and "50.0" in lines[2] and "25.0" in lines[2]
+
+
+def test_the_counters_older_names_are_read_where_the_current_ones_are_absent():
+    def older(queries: float, hits: float) -> str:
+        return counters(queries, hits, prefix="vllm:gpu_prefix_cache_")
+
+    assert (
+        server_rows([view_of(vllm_text(0, extra=older(100, 10)), vllm_text(0, extra=older(300, 110)))])[0][HIT] == 50.0
+    )
+    # a release that writes both names is read once, under the current one
+    view = view_of(*(vllm_text(0, extra=counters(q, h) + older(3 * q, h)) for q, h in ((0, 0), (10, 4))))
+    assert view.counters["prefix_cache_queries"] == 10 and server_rows([view])[0][HIT] == 40.0
 
 
 def test_a_server_that_exports_no_such_counters_has_an_empty_figure_not_a_zero():
