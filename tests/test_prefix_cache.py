@@ -120,11 +120,12 @@ def test_the_mocks_prefix_cache_is_bounded_and_forgets_the_least_recently_used()
 def test_against_the_mock_the_hit_rate_shows_beside_the_repeat_share(mock_server_factory, tmp_path):
     mock = mock_server_factory("--ttfb-ms", "5")
     prefix = tmp_path / "p"
-    # 2 s at 10 requests/s send fewer requests than the pool's 32: the hits are the repeats', not the pool's cycle
+    # one user, 2 s at 10 requests/s: fewer requests than the pool's 32, each sent once; the hits are the repeats'
+    # (those whose first was sent in the window), not the pool's cycle's
     shape = ("--input-len", "6", "--batch-size", "3", "--repeat-ratio", "0.5", "--request-rate", "10")
     scraped = ("--stop-timeout", "5", "--server-metrics-interval", "0.5")
     result = run_locust(
-        "locustfiles/embeddings.py", *shape, *scraped, host=mock.url, users=2, run_time="2s", csv=prefix
+        "locustfiles/embeddings.py", *shape, *scraped, host=mock.url, users=1, run_time="2s", csv=prefix
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (server,) = csv.DictReader(Path(f"{prefix}_server_metrics.csv").read_text().splitlines())
