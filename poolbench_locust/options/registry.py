@@ -369,7 +369,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             below_one,
             0.0,
             "Share of the inputs (0 <= R < 1) that are exact copies of inputs an earlier request of the same User "
-            "class's pool carries, to provoke the server's caches; batch sizes kept. 0: every input distinct.",
+            "class's pool carries, to provoke the server's caches; batch sizes kept. 0: off.",
             label="Repeated inputs share",
         ),
         Option(
