@@ -47,6 +47,9 @@ class AnswerDraft:
     headers: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
     sequences: int = 0
+    prompts: tuple[tuple[Any, int], ...] = ()
+    """Each prompt the engine ran (a text, a query-document pair) and its tokens, where the route says them:
+    what vLLM's prefix cache is looked up with (metrics.PrefixCache)."""
 
 
 Handler = Callable[[Call], "AnswerDraft | Reply"]

@@ -21,10 +21,12 @@ The mock's latency buckets are finer than vLLM's (whose first is 0.3 s), so that
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import operator
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,6 +56,8 @@ class Ended:
     tokens: int
     queue: float
     """The wait before its headers, in seconds."""
+    cached_tokens: int = 0
+    """Of its tokens, those of prompts served before (PrefixCache): what vLLM's prefix cache counts as hits."""
 
     def input_tokens(self) -> list[int]:
         """Each input's tokens, as near equal as whole numbers go: their sum is the request's count exactly."""
@@ -124,6 +128,10 @@ def served_sequences(e: Ended) -> int:
 
 def served_tokens(e: Ended) -> int:
     return e.tokens if e.served else 0
+
+
+def served_cached_tokens(e: Ended) -> int:
+    return e.cached_tokens if e.served else 0
 
 
 def server_seconds(e: Ended) -> list[float]:
@@ -251,6 +259,33 @@ class Writer:
         return ("\n".join(lines) + "\n").encode()
 
 
+PREFIX_CACHE_PROMPTS = 65_536
+"""Prompts the mock's prefix cache remembers (16 bytes each), the least recently used forgotten first."""
+
+
+class PrefixCache:
+    """The prompts served before, as a prefix cache of whole prompts: a prompt served again is all hits (a real
+    cache finds its blocks, and the shared start of new prompts too: the mock counts only exact repeats)."""
+
+    def __init__(self, size: int = PREFIX_CACHE_PROMPTS) -> None:
+        self._size = size
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def hits(self, prompts: tuple[tuple[object, int], ...]) -> int:
+        """The tokens of `prompts` served before; each is remembered from now on."""
+        found = 0
+        for prompt, tokens in prompts:
+            key = hashlib.blake2b(repr(prompt).encode(), digest_size=16).digest()
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                found += tokens
+                continue
+            self._seen[key] = None
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        return found
+
+
 class Metrics:
     def __init__(self, model: str, page: Page) -> None:
         self._in_progress: dict[int, tuple[float, int]] = {}
@@ -259,6 +294,7 @@ class Metrics:
         self._numbers = itertools.count()
         self._per_input = page.per_input
         self._writer = Writer(page, model, self._count_in_progress)
+        self._prefix_cache = PrefixCache()
 
     def _count_in_progress(self, waiting: bool) -> float:
         now = time.monotonic()
@@ -281,11 +317,14 @@ class Metrics:
         sequences: int,
         tokens: int,
         ttfb_ms: float,
+        prompts: tuple[tuple[object, int], ...] = (),
     ) -> None:
-        """One pooling request is over; `served`: completed, 2xx, no fault (what the servers' engines count)."""
+        """One pooling request is over; `served`: completed, 2xx, no fault (what the servers' engines count);
+        `prompts`: the prompts it ran and their tokens, where its route says them (the prefix cache's)."""
         self._in_progress.pop(number, None)
         seconds = None if done is None else done - arrived
-        self._writer.ended(Ended(route, status, seconds, served, sequences, tokens, ttfb_ms / 1000))
+        cached = min(self._prefix_cache.hits(prompts), tokens) if served else 0
+        self._writer.ended(Ended(route, status, seconds, served, sequences, tokens, ttfb_ms / 1000, cached))
 
     def text(self) -> bytes:
         return self._writer.text()

@@ -20,6 +20,8 @@ class Reply:
     tokens: int = 0
     """The token figure the answer reports (or, where it reports none, the word-rule count)."""
     sequences: int = 0
+    prompts: tuple[tuple[object, int], ...] = ()
+    """The prompts run and their tokens (calls.AnswerDraft.prompts), for the prefix cache's counters."""
 
 
 def error_reply(status: int, message: str, kind: str) -> Reply:

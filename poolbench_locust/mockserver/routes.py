@@ -147,7 +147,7 @@ def render(answer: AnswerDraft | Reply, call: Call, accepts_gzip: bool) -> Reply
         if fault == "missing-usage":
             faults.strip_usage(answer.doc)
         reply = Reply(200, orjson.dumps(answer.doc), headers=dict(answer.headers))
-    reply.tokens, reply.sequences = answer.tokens, answer.sequences
+    reply.tokens, reply.sequences, reply.prompts = answer.tokens, answer.sequences, answer.prompts
     faults.mangle(reply, fault)
     if answer.raw is None and call.controls.gzip and accepts_gzip and "content-encoding" not in reply.headers:
         reply.body = gzip.compress(reply.body, compresslevel=1, mtime=0)

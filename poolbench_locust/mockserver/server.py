@@ -139,6 +139,7 @@ class MockServer:
                     reply.sequences,
                     reply.tokens,
                     controls.ttfb_ms,
+                    reply.prompts,
                 )
         if served:
             self._stats.served(path, reply.tokens, reply.sequences, len(reply.body))

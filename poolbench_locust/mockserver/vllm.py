@@ -50,6 +50,7 @@ from poolbench_locust.mockserver.metrics import (
     Page,
     each_request,
     running,
+    served_cached_tokens,
     served_queue_per_input,
     served_seconds_per_input,
     served_sequences,
@@ -254,9 +255,17 @@ def _embedding_route(item: str, key: str) -> Handler:
             chunk = _late_chunk(call, task)
             counts = _counts(call, [count_prompt(p) for p in inputs])
             return _task_answer(call, inputs, counts, task, item, key, encoding(call, ENCODINGS), chunk)
-        return embed(call, inputs, _tokens(call, [count_prompt(p) for p in inputs]), item, key, ENCODINGS)
+        counts = _counts(call, [count_prompt(p) for p in inputs])
+        draft = embed(call, inputs, sum(counts), item, key, ENCODINGS)
+        draft.prompts = tuple(zip(map(_prompt_key, inputs), counts, strict=True))
+        return draft
 
     return handle
+
+
+def _prompt_key(prompt: Any) -> Any:
+    """A prompt as the prefix cache keys it: a text, or token ids (a list) as a tuple."""
+    return tuple(prompt) if isinstance(prompt, list) else prompt
 
 
 embeddings = _embedding_route("embedding", "embedding")
@@ -293,17 +302,20 @@ def score_pairs(call: Call) -> AnswerDraft:
         pairs = list(zip(left, right, strict=True))
     else:
         raise BadRequest(f"{left_name!r} must hold one item or as many as {right_name!r}")
-    tokens = sum(count_words(q) + count_words(d) for q, d in pairs)
+    counts = [count_words(q) + count_words(d) for q, d in pairs]
     scores = kept(call, flipped(call, [score(q, d) for q, d in pairs]))
     data = [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)]
-    return listed(call, "score", data, tokens, len(pairs))
+    draft = listed(call, "score", data, sum(counts), len(pairs))
+    draft.prompts = tuple(zip(pairs, counts, strict=True))  # a cross-encoder's prompt: the query, then the document
+    return draft
 
 
 def rerank(call: Call, ranking: Ranking) -> AnswerDraft:
     """/rerank in vLLM's form: the results with their document, relevance_score and usage."""
     results = [{"index": i, "document": {"text": d}, "relevance_score": s} for i, d, s in ranking.ranked]
     doc = {"id": new_id("rerank"), "model": model(call), "usage": usage(ranking.tokens), "results": results}
-    return AnswerDraft(doc, tokens=ranking.tokens, sequences=len(ranking.docs))
+    prompts = tuple(((ranking.query, d), count_words(ranking.query) + count_words(d)) for d in ranking.docs)
+    return AnswerDraft(doc, tokens=ranking.tokens, sequences=len(ranking.docs), prompts=prompts)
 
 
 def tokenize(call: Call) -> Reply:
@@ -343,6 +355,20 @@ METRICS = Page(
             labels={**_ENGINE, "finished_reason": "stop"},
         ),
         Metric("counter", "vllm:prompt_tokens", "Number of prefill tokens processed.", served_tokens, labels=_ENGINE),
+        Metric(
+            "counter",
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            served_tokens,
+            labels=_ENGINE,
+        ),
+        Metric(
+            "counter",
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            served_cached_tokens,
+            labels=_ENGINE,
+        ),
         Metric(
             "histogram",
             "vllm:e2e_request_latency_seconds",
@@ -385,7 +411,10 @@ METRICS = Page(
     per_input=False,
 )
 """vLLM's /metrics, as it writes them with prometheus_client: `vllm:request_success_total` and
-`vllm:prompt_tokens_total` (sequences and usage tokens of the requests served), `vllm:e2e_request_latency_seconds`
+`vllm:prompt_tokens_total` (sequences and usage tokens of the requests served), `vllm:prefix_cache_queries_total`
+(those tokens again) and `vllm:prefix_cache_hits_total` (of them, the tokens of prompts it served before: texts of
+/v1/embeddings and /pooling's embed, query-document pairs of /score and /rerank; metrics.PrefixCache),
+`vllm:e2e_request_latency_seconds`
 (each such sequence's time on the server, as /mock/timings gives it), `vllm:request_queue_time_seconds` (the
 wait the mock put before the headers, also what its TEI `x-queue-time` header says),
 `vllm:num_requests_waiting`/`_running` (pooling requests in that wait now / past it), and vLLM's HTTP layer's

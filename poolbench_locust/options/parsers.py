@@ -142,6 +142,14 @@ def ratio(text: str) -> float:
     return value
 
 
+def below_one(text: str) -> float:
+    """A share that may be 0 (off) but never the whole: 0 <= R < 1."""
+    value = ratio(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a share from 0 up to (not including) 1, got {value}")
+    return value
+
+
 def share(text: str) -> float:
     """A share of a whole, 0 < R <= 1: a floor of 0 would pass every run."""
     value = ratio(text)

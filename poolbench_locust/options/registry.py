@@ -28,6 +28,7 @@ from typing import Any
 
 from poolbench_locust.options.parsers import (
     OptionError,
+    below_one,
     counts,
     dataset,
     extra_body,
@@ -362,6 +363,22 @@ ALL_OPTIONS: tuple[Option, ...] = (
             0,
             "Seed of the random inputs and batch shapes: the same seed sends the same requests.",
             label="Seed",
+        ),
+        Option(
+            "--repeat-ratio",
+            below_one,
+            0.0,
+            "Share of the inputs (0 <= R < 1) that are exact copies of inputs an earlier request of the same User "
+            "class's pool carries, to provoke the server's caches; batch sizes kept. 0: off.",
+            label="Repeated inputs share",
+        ),
+        Option(
+            "--shared-prefix-tokens",
+            whole(0),
+            0,
+            "Every input (for rerank and score: every query) begins with the same N tokens, part of --input-len "
+            "(a dataset's texts get them prepended). 0: off.",
+            label="Shared prefix, tokens",
         ),
         Option(
             "--tokenizer",

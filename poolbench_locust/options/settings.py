@@ -77,6 +77,8 @@ class Settings:
     dataset: str = "random"
     dataset_column: str | None = None
     seed: int = 0
+    repeat_ratio: float = 0.0
+    shared_prefix_tokens: int = 0
     tokenizer: str | None = None
     count_tokens_with_server: bool = False
     warmup: float = 0.0
@@ -176,6 +178,7 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         yield OptionError(
             "--dataset-column", f"names a column of a file or Hugging Face dataset; --dataset is {s.dataset}"
         )
+    yield from _cache_load_refused(s)
     if s.extra_body_overrides and s.extra_body is None:
         yield OptionError(
             "--extra-body-overrides", "lets --extra-body replace the class's own fields: give --extra-body"
@@ -187,6 +190,20 @@ def _refused(s: Settings) -> Iterator[OptionError]:
             "--check-min-rate-ratio",
             "the rate sent is an open loop's: give --request-rate or --sweep-rates (or replay a trace, "
             "--dataset trace:) too",
+        )
+
+
+def _cache_load_refused(s: Settings) -> Iterator[OptionError]:
+    """--repeat-ratio and --shared-prefix-tokens shape the inputs a pool builds; a trace's are its own."""
+    if s.trace is not None:
+        for flag in ("--repeat-ratio", "--shared-prefix-tokens"):
+            if getattr(s, BY_FLAG[flag].dest):
+                yield OptionError(flag, "a trace (--dataset trace:) replays its own requests: leave it out")
+    if s.dataset == "random" and s.shared_prefix_tokens and s.shared_prefix_tokens >= s.input_len.lo:
+        yield OptionError(
+            "--shared-prefix-tokens",
+            f"{s.shared_prefix_tokens} tokens leave no room in an input of --input-len {s.input_len}: the prefix "
+            "is part of each input's length, so it must be shorter than the shortest",
         )
 
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 Kind = Literal["counter", "sample", "histogram"]
 
-COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj")
+COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj", "prefix_cache_queries", "prefix_cache_hits")
 """Figures that only grow: read as deltas over the run, a drop read as the server's restart."""
 HISTOGRAMS = ("latency", "http_latency", "queue")
 GAUGES = ("running", "waiting", "gpu_util", "power_w", "memory_mib")
@@ -57,10 +57,14 @@ class Ref:
     series: dcgm-exporter adds `pod`/`namespace`/`container` once a pod holds the GPU, and repeats a
     GPU's own fields for each of its MIG instances."""
 
+    older: str | None = None
+    """The name an earlier release wrote a counter under: read where the current one is absent (a release that
+    writes both is read once, under the current name)."""
+
     @property
     def samples(self) -> tuple[str, ...]:
         if self.kind == "counter":
-            return (self.name + "_total", self.name)
+            return (self.name + "_total", self.name) + ((self.older + "_total", self.older) if self.older else ())
         if self.kind == "sample":
             return (self.name,)
         return (self.name + "_bucket", self.name + "_sum", self.name + "_count")
@@ -92,6 +96,11 @@ VLLM = Flavor(
         "queue": Ref("vllm:request_queue_time_seconds", "histogram"),
         "running": Ref("vllm:num_requests_running", "sample"),
         "waiting": Ref("vllm:num_requests_waiting", "sample"),
+        # Tokens looked up in the prefix cache, and those found there (v1/metrics/loggers.py; releases before the
+        # rename wrote vllm:gpu_prefix_cache_*, some both). The V0 engine's vllm:gpu_prefix_cache_hit_rate was a
+        # gauge of its rate since its start, not the run's: not read.
+        "prefix_cache_queries": Ref("vllm:prefix_cache_queries", "counter", older="vllm:gpu_prefix_cache_queries"),
+        "prefix_cache_hits": Ref("vllm:prefix_cache_hits", "counter", older="vllm:gpu_prefix_cache_hits"),
     },
 )
 

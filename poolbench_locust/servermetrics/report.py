@@ -55,6 +55,18 @@ def _gauge(view: ServerView, role: str, pick: Callable[[Any], float | None]) -> 
     return None if value is None else round(value, 1)
 
 
+def prefix_cache_hit_pct(view: ServerView) -> Value:
+    """The share of the tokens looked up in the server's prefix cache during the run that it found there, in %:
+    None where the server exports no such counters, or looked nothing up; None too where its hits outgrew its
+    lookups (a restart of one counter and not the other, a server's bug): that is no share."""
+    if not all(view.has(role) and role in view.seen for role in ("prefix_cache_queries", "prefix_cache_hits")):
+        return None
+    queries, hits = view.counters["prefix_cache_queries"], view.counters["prefix_cache_hits"]
+    if queries <= 0 or hits > queries:
+        return None
+    return round(100 * hits / queries, 1)
+
+
 def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
     cols: list[tuple[str, Callable[[ServerView], Value]]] = [
         ("Server", lambda v: v.shown),
@@ -86,8 +98,19 @@ def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
             (f"{title} Mean", lambda v, role=role: _gauge(v, role, lambda g: g.mean())),
             (f"{title} Max", lambda v, role=role: _gauge(v, role, lambda g: g.max)),
         ]
-    cols += [("Rejected Series", lambda v: v.rejected), ("Counter Resets", lambda v: v.resets)]
+    cols += [
+        ("Prefix Cache Hit %", prefix_cache_hit_pct),
+        # the client's share of repeated inputs (--repeat-ratio), beside the server's figure: server_rows fills it
+        (CLIENT_REPEAT, lambda v: None),
+        ("Rejected Series", lambda v: v.rejected),
+        ("Counter Resets", lambda v: v.resets),
+    ]
     return cols
+
+
+CLIENT_REPEAT = "Client Repeat %"
+"""--repeat-ratio in %, on the rows of a server that has a prefix-cache hit rate: the share of the inputs the
+client sent as copies of earlier ones (each pool holds it to within one request's inputs)."""
 
 
 SERVER_COLUMNS = _columns()
@@ -113,12 +136,17 @@ def _gpu_cells(figures: gpu.GpuFigures | gpu.OneGpu | None) -> dict[str, Value]:
     return {title: getattr(figures, name, None) if figures is not None else None for title, name in GPU_COLUMNS.items()}
 
 
-def server_rows(views: Iterable[ServerView], client: Client | None = None) -> list[dict[str, Value]]:
+def server_rows(
+    views: Iterable[ServerView], client: Client | None = None, repeat_ratio: float | None = None
+) -> list[dict[str, Value]]:
     """A row per server; a dcgm-exporter target of several GPUs is followed by a row per GPU. The client's
-    input tokens and successful requests (None: unknown) give the energy per million and per thousand."""
+    input tokens and successful requests (None: unknown) give the energy per million and per thousand;
+    `repeat_ratio` (--repeat-ratio) is shown beside a server's prefix-cache hit rate."""
     rows: list[dict[str, Value]] = []
     for view in views:
         row = {title: value(view) for title, value in SERVER_COLUMNS}
+        if row["Prefix Cache Hit %"] is not None and repeat_ratio is not None:
+            row[CLIENT_REPEAT] = round(100 * repeat_ratio, 1)
         figures = gpu.figures(view, *((client.input_tokens, client.successes) if client is not None else (0, 0)))
         rows.append({title: row.get(title) for title in HEADER} | _gpu_cells(figures))
         if figures is not None and len(figures.per_gpu) > 1:
@@ -294,7 +322,10 @@ ENERGY_CONSOLE_COLUMNS = ("Server", "Seconds", "Energy J", "Energy J/1M Input To
 def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
     gpus = [r for r in servers if r["Kind"] in (gpu.DCGM.name, GPU_KIND)]
     servers = [r for r in servers if r["Kind"] != GPU_KIND]
-    lines = [CAPTION, *_aligned(CONSOLE_COLUMNS, servers)]
+    columns = CONSOLE_COLUMNS
+    if any(r.get("Prefix Cache Hit %") is not None for r in servers):  # a server's cache answered: beside it
+        columns = (*columns[:-1], "Prefix Cache Hit %", CLIENT_REPEAT, columns[-1])
+    lines = [CAPTION, *_aligned(columns, servers)]
     if gpus:
         targets = [r for r in gpus if r["Kind"] == gpu.DCGM.name]
         lines += ["", "GPUs (dcgm-exporter; util in %)", *_aligned(GPU_CONSOLE_COLUMNS, gpus)]

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from locust.env import Environment
 
 from poolbench_locust.metrics.collector import stats_of
+from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import gpu, report
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
@@ -25,13 +26,16 @@ class Scraping:
     history: TextIO | None = None
     client: Callable[[], report.Client] | None = None
     """The client's side now (its tokens and requests give a GPU's energy per million and per thousand)."""
+    repeat_ratio: Callable[[], float | None] | None = None
+    """--repeat-ratio now (the web UI's form may change it between runs): shown beside a prefix-cache hit rate."""
 
     def _client(self) -> report.Client | None:
         wanted = self.client is not None and any(v.flavor is gpu.DCGM for v in self.views)
         return self.client() if wanted and self.client is not None else None
 
     def server_rows(self) -> list[dict[str, Any]]:
-        return report.server_rows((v for v in self.views if v.scrapes or v.failures), self._client())
+        ratio = self.repeat_ratio() if self.repeat_ratio is not None else None
+        return report.server_rows((v for v in self.views if v.scrapes or v.failures), self._client(), ratio)
 
     def gpus(self) -> list[gpu.GpuFigures]:
         """Each dcgm-exporter target's figures over the measured window."""
@@ -82,7 +86,15 @@ def start_scraping(environment: Environment) -> Scraping:
     """This process scrapes (the master, or the one process): its state, made now."""
     state = _SCRAPING.put(environment, Scraping())
     state.client = lambda: client_side(environment, state)
+    state.repeat_ratio = lambda: _repeat_ratio(environment)
     return state
+
+
+def _repeat_ratio(environment: Environment) -> float | None:
+    try:
+        return settings_of(environment).repeat_ratio
+    except OptionError:  # a bad value typed into the web form: that run never started
+        return None
 
 
 def scraping_of(environment: Environment) -> Scraping | None:

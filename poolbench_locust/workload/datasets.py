@@ -16,7 +16,7 @@ import orjson
 
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.workload import chat_batches, corpus, images
+from poolbench_locust.workload import cache_inputs, chat_batches, corpus, images
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs, text_field
 from poolbench_locust.workload.tokens import TokenCounter
@@ -61,13 +61,20 @@ class LengthFitter:
         if not self.fillers:
             raise OptionError("--input-len", "this tokenizer splits every word of the built-in vocabulary")
 
-    def text(self, rng: random.Random, length: int) -> str:
-        if length <= self.overhead:
+    def prefix(self, tokens: int, seed: int) -> tuple[str, ...]:
+        """--shared-prefix-tokens: `tokens` words that are one token each, the same for every input of a seed."""
+        return tuple(random.Random(f"shared-prefix:{seed}").choices(self.fillers, k=tokens))
+
+    def text(self, rng: random.Random, length: int, prefix: tuple[str, ...] = ()) -> str:
+        """A text of exactly `length` tokens; with `prefix`, it begins with those words (never cut)."""
+        if length <= self.overhead + len(prefix):
+            flag = "--shared-prefix-tokens" if prefix else "--input-len"
             raise OptionError(
-                "--input-len",
-                f"{length} tokens cannot hold a text: this tokenizer adds {self.overhead} special tokens to each",
+                flag,
+                f"{length} tokens cannot hold a text: this tokenizer adds {self.overhead} special tokens to each"
+                + (f", and the shared prefix is {len(prefix)} tokens" if prefix else ""),
             )
-        words = rng.choices(VOCABULARY, k=length - self.overhead)
+        words = [*prefix, *rng.choices(VOCABULARY, k=length - self.overhead - len(prefix))]
         topped_up = one_at_a_time = False
         for _ in range(FIT_ROUNDS):
             text = " ".join(words)
@@ -75,14 +82,18 @@ class LengthFitter:
             if gap == 0:
                 return text
             if gap < 0:
-                # each word is at most `widest` tokens, so this many words are at most the excess
-                words = words[: -max(1, -gap // self.widest)]
+                # each word is at most `widest` tokens, so this many words are at most the excess; the prefix stays
+                cut = min(max(1, -gap // self.widest), len(words) - len(prefix))
+                if cut <= 0:
+                    break
+                words = words[:-cut]
                 # fillers that came out longer in context than alone: from now on add them one by one
                 one_at_a_time = topped_up
             else:
                 words += rng.choices(self.fillers, k=1 if one_at_a_time else gap)
                 topped_up = True
-        raise OptionError("--input-len", f"cannot build a text of exactly {length} tokens with this tokenizer")
+        flag = "--shared-prefix-tokens" if prefix else "--input-len"
+        raise OptionError(flag, f"cannot build a text of exactly {length} tokens with this tokenizer")
 
 
 class RandomDataset:
@@ -97,16 +108,18 @@ class RandomDataset:
                 "--input-len",
                 f"{settings.input_len.hi} tokens do not fit the model's context of {limit} tokens (max_model_len)",
             )
+        self.prefix = self.fitter.prefix(settings.shared_prefix_tokens, settings.seed)
+        """--shared-prefix-tokens: the words every input (every query of rerank and score) begins with."""
 
-    def _text(self, rng: random.Random) -> str:
-        return self.fitter.text(rng, self.settings.input_len.draw(rng))
+    def _text(self, rng: random.Random, prefix: tuple[str, ...] = ()) -> str:
+        return self.fitter.text(rng, self.settings.input_len.draw(rng), prefix)
 
     def draw(self, rng: random.Random) -> Inputs:
-        if self.shape == "pairs":
+        if self.shape == "pairs":  # a cross-encoder's prompt is the query, then the document: the query is shared
             documents = self.settings.documents.draw(rng)
-            query = self._text(rng)
+            query = self._text(rng, self.prefix)
             return Inputs(tuple(self._text(rng) for _ in range(documents)), query=query)
-        texts = tuple(self._text(rng) for _ in range(self.settings.batch_size.draw(rng)))
+        texts = tuple(self._text(rng, self.prefix) for _ in range(self.settings.batch_size.draw(rng)))
         if self.shape == "chat":  # each text one conversation of one user message
             return chat_batches.batch([Inputs((text,)) for text in texts], self.settings)
         return Inputs(texts)
@@ -116,16 +129,23 @@ class RandomDataset:
 
 
 class FileDataset:
-    """Records of a file, taken in order (so a seed repeats a run exactly), wrapping at the end."""
+    """Records of a file, taken in order (so a seed repeats a run exactly), wrapping at the end.
 
-    def __init__(self, records: list[Inputs], settings: Settings, shape: Shape) -> None:
+    With --shared-prefix-tokens, each record's text (a query of rerank and score, a chat's first message) gets
+    the same words prepended: its length is its own plus the prefix's, counted by the client as sent."""
+
+    def __init__(self, records: list[Inputs], settings: Settings, shape: Shape, counter: TokenCounter) -> None:
         self.records, self.settings, self.shape = records, settings, shape
         self._cursor = 0
+        self.prefix = ""
+        if settings.shared_prefix_tokens:
+            words = LengthFitter(counter).prefix(settings.shared_prefix_tokens, settings.seed)
+            self.prefix = " ".join(words) + " "
 
     def _next(self) -> Inputs:
         record = self.records[self._cursor % len(self.records)]
         self._cursor += 1
-        return record
+        return cache_inputs.prefixed(record, self.shape, self.prefix) if self.prefix else record
 
     def draw(self, rng: random.Random) -> Inputs:
         if self.shape == "pairs":

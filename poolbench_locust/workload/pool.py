@@ -2,7 +2,8 @@
 
 A pool of distinct bodies per User class is shared by its users: varied enough that a server
 cannot answer from a cache of one prompt, small enough that 1,000 users cost no memory. The pool
-is drawn from one `random.Random(--seed)`, so the same seed prepares the same requests.
+is drawn from one `random.Random(--seed)`, so the same seed prepares the same requests. With --repeat-ratio, a
+share of its inputs are copies of an earlier request's (workload/cache_inputs.py), to provoke the server's caches.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import orjson
 from poolbench_locust.endpoints.spec import Endpoint, Inputs
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import images
+from poolbench_locust.workload.cache_inputs import Repeats
 from poolbench_locust.workload.datasets import Dataset
 from poolbench_locust.workload.request_fields import merged, request_fields
 from poolbench_locust.workload.tokens import TokenCounter
@@ -88,6 +90,7 @@ def request_pool(
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
     numbers = images.ImageNumbers(settings) if settings.images else None
+    repeats = Repeats(settings.repeat_ratio, settings.seed, endpoint.shape)
     pool: list[PreparedRequest] = []
     held = 0
     wanted = dataset.size_hint()
@@ -99,6 +102,7 @@ def request_pool(
             if inputs.images:
                 raise OptionError("--images", "the dataset brings its own images: leave --images out")
             inputs = images.with_generated(inputs, numbers)
+        inputs = repeats.apply(inputs)
         request = prepare(endpoint, settings, inputs, counter, fields, per_input)
         pool.append(request)
         held += len(request.body)
@@ -111,4 +115,12 @@ def request_pool(
                 held >> 20,
             )
             break
+    if repeats.ratio:
+        logger.info(
+            "%s: %d of the pool's %d inputs are copies of an earlier request's (--repeat-ratio %s)",
+            endpoint.route,
+            repeats.repeats,
+            repeats.inputs,
+            settings.repeat_ratio,
+        )
     return pool

@@ -15,10 +15,10 @@ def dataset_for(settings: Settings, shape: Shape, counter: TokenCounter) -> Data
     limit = records_wanted(settings, shape)
     if settings.dataset.startswith("file:"):
         path = settings.dataset.removeprefix("file:")
-        return FileDataset(load_file(path, shape, limit, settings.dataset_column), settings, shape)
+        return FileDataset(load_file(path, shape, limit, settings.dataset_column), settings, shape, counter)
     if settings.dataset.startswith("hf:"):
         records = corpus.hub_records(settings.dataset.removeprefix("hf:"), shape, settings.dataset_column, limit)
-        return FileDataset(records, settings, shape)
+        return FileDataset(records, settings, shape, counter)
     if settings.trace is not None:
         return TraceDataset(settings, shape, counter)
     return RandomDataset(settings, shape, counter)
