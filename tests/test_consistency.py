@@ -1,0 +1,125 @@
+"""Answers that stay right under load (docs/consistency.md): reference answers taken alone before the users
+start, every answer that carries a reference input compared with it, against the bundled mock's honest,
+drifting and flipping answers; and the values a reference's answer gives (engine/answer_values.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
+from poolbench_locust.engine.answer_values import answer_values, vector_values
+from poolbench_locust.lazyjson import loads
+from poolbench_locust.options import Settings
+from tests.support.locust_run import run_locust
+
+DRIFTED_COSINE = 1891 / 2080
+"""The mock's drifted vector against the honest one (docs/mock-server.md)."""
+LOAD = ("--input-len", "8", "--batch-size", "2", "--documents", "4", "--stop-timeout", "3")
+
+
+def _run(url: str, tmp_path: Path, locustfile: str, users: int, *args: str) -> tuple[Any, dict[str, Any]]:
+    result = run_locust(
+        locustfile,
+        *LOAD,
+        *args,
+        host=url,
+        users=users,
+        spawn_rate=users,
+        run_time="3s",
+        csv=tmp_path / "run",
+        json_result=tmp_path / "result.json",
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, json.loads((tmp_path / "result.json").read_text())
+
+
+def test_the_honest_mock_answers_the_same_under_load(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20")
+    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8)
+    total = document["consistency"]["total"]
+    assert total["compared"] > 0
+    assert total["identical_ratio"] == 1.0
+    assert total["cosine_min"] == 1.0
+    assert "Answer consistency" in result.stderr
+    assert (tmp_path / "run_consistency.csv").read_text().startswith("Name,compared,identical_ratio")
+
+
+def test_drifting_answers_show_their_cosine(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "2")
+    _, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8)
+    total = document["consistency"]["total"]
+    assert total["compared"] > 0
+    assert total["identical_ratio"] < 1.0
+    assert total["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)
+
+
+def test_one_user_never_drifts(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "5", "--drift-above", "2")
+    _, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 1, "--encoding-format", "base64")
+    total = document["consistency"]["total"]
+    assert total["compared"] > 0
+    assert total["identical_ratio"] == 1.0
+
+
+def test_flipped_rerank_answers_change_their_best_document(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20", "--flip-above", "2")
+    _, document = _run(server.url, tmp_path, "locustfiles/rerank.py", 8)
+    total = document["consistency"]["total"]
+    assert total["compared"] > 0
+    assert total["top1_changed_ratio"] > 0
+    assert total["kendall_tau_min"] < 1.0
+
+
+def test_no_consistency_compares_nothing(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "2")
+    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, "--no-consistency")
+    assert document["consistency"] is None
+    assert "Answer consistency" not in result.stderr
+    assert not (tmp_path / "run_consistency.csv").exists()
+
+
+def test_a_vector_s_values_whatever_its_json_form():
+    settings = Settings()
+    assert vector_values([0.5, -1, 2.0], settings) == [0.5, -1, 2.0]
+    numbers = loads(b'{"data": [{"embedding": [0.25, 0.5, -0.75]}]}')["data"][0]["embedding"]
+    assert list(vector_values(numbers, settings)) == [0.25, 0.5, -0.75]
+    encoded = base64.b64encode(struct.pack("<3f", 0.25, 0.5, -0.75)).decode()
+    assert list(vector_values(encoded, Settings(endianness="little"))) == [0.25, 0.5, -0.75]
+    with pytest.raises(ValueError, match="base64"):
+        vector_values("not base64!", settings)
+    with pytest.raises(ValueError):
+        vector_values({"a": 1}, settings)
+
+
+def test_a_rerank_s_scores_come_back_in_the_documents_order():
+    answer = results_answer(
+        {
+            "results": [
+                {"index": 2, "relevance_score": 0.9},
+                {"index": 0, "relevance_score": 0.5},
+                {"index": 1, "relevance_score": 0.1},
+            ]
+        }
+    )
+    assert answer_values(answer, ((-1, 7),), Settings()) == ((7, [0.5, 0.1, 0.9]),)
+    score = data_answer(None)({"data": [{"index": 1, "score": 0.2}, {"index": 0, "score": 0.3}]})
+    assert score.scores is not None and score.scores() == [0.3, 0.2]
+    repeated = results_answer({"results": [{"index": 0, "relevance_score": 1}, {"index": 0, "relevance_score": 2}]})
+    with pytest.raises(AnswerError, match="repeated"):
+        repeated.scores()  # type: ignore[misc]
+    with pytest.raises(ValueError, match="repeated"):
+        answer_values(repeated, ((-1, 0),), Settings())
+
+
+def test_an_embedding_answer_gives_each_referenced_item():
+    answer = data_answer("embedding")({"data": [{"embedding": [1.0, 0.0]}, {"embedding": [0.0, 1.0]}]})
+    assert answer_values(answer, ((1, 3),), Settings()) == ((3, [0.0, 1.0]),)
+    with pytest.raises(ValueError, match="no vector 2"):
+        answer_values(answer, ((2, 0),), Settings())
