@@ -147,8 +147,6 @@ def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
 def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token_rows: bool) -> str | None:
     """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: they
     are, when they are JSON float or base64 vectors of texts, or a rerank's or score's scores."""
-    if settings.no_consistency or not settings.consistency_inputs:
-        return "--no-consistency" if settings.no_consistency else "--consistency-inputs 0"
     if form.content_type != JSON:
         return f"answers in {form.content_type} are not compared yet"
     if settings.embedding_type is not None:
@@ -218,10 +216,11 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         # Each input's own count is kept only where a token-level answer is checked against it, and only
         # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
         per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
-        references: list[PreparedRequest] | None = []
-        if (why := not_compared(endpoint, settings, form, rows is not None)) is not None:
-            references = None
-            if not (settings.no_consistency or not settings.consistency_inputs):
+        references: list[PreparedRequest] | None = None
+        if not settings.no_consistency and settings.consistency_inputs:
+            if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
+                references = []
+            else:
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
         plan = Plan(
             settings=settings,
