@@ -10,13 +10,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
 from poolbench_locust.engine.answer_values import answer_values, vector_values
 from poolbench_locust.lazyjson import loads
 from poolbench_locust.options import Settings
-from tests.support.locust_run import run_locust
+from tests.support.locust_run import result_schema, run_locust
 
 DRIFTED_COSINE = 1891 / 2080
 """The mock's drifted vector against the honest one (docs/mock-server.md)."""
@@ -37,7 +38,11 @@ def _run(url: str, tmp_path: Path, locustfile: str, users: int, *args: str) -> t
         timeout=90,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result, json.loads((tmp_path / "result.json").read_text())
+    document = json.loads((tmp_path / "result.json").read_text())
+    validator = jsonschema.Draft202012Validator(result_schema())
+    errors = [f"{e.json_path}: {e.message[:300]}" for e in validator.iter_errors(document)]
+    assert not errors, errors[:5]
+    return result, document
 
 
 def test_the_honest_mock_answers_the_same_under_load(mock_server_factory, tmp_path):
