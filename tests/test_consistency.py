@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from devsupport.ports import free_port
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
 from poolbench_locust.engine.answer_values import answer_values, vector_values
 from poolbench_locust.lazyjson import loads
@@ -24,7 +25,9 @@ DRIFTED_COSINE = 1891 / 2080
 LOAD = ("--input-len", "8", "--batch-size", "2", "--documents", "4", "--stop-timeout", "3")
 
 
-def _run(url: str, tmp_path: Path, locustfile: str, users: int, *args: str) -> tuple[Any, dict[str, Any]]:
+def _run(
+    url: str, tmp_path: Path, locustfile: str, users: int, *args: str, run_time: str = "3s"
+) -> tuple[Any, dict[str, Any]]:
     result = run_locust(
         locustfile,
         *LOAD,
@@ -32,7 +35,7 @@ def _run(url: str, tmp_path: Path, locustfile: str, users: int, *args: str) -> t
         host=url,
         users=users,
         spawn_rate=users,
-        run_time="3s",
+        run_time=run_time,
         csv=tmp_path / "run",
         json_result=tmp_path / "result.json",
         timeout=90,
@@ -62,6 +65,17 @@ def test_drifting_answers_show_their_cosine(mock_server_factory, tmp_path):
     total = document["consistency"]["total"]
     assert total["compared"] > 0
     assert total["identical_ratio"] < 1.0
+    assert total["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)
+
+
+def test_workers_ship_their_comparisons_to_the_master(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "2")
+    port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
+    dist = ("--processes", "2", "--master-bind-port", port, "--master-port", port)
+    _, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, *dist, run_time="5s")
+    assert document["run"]["runner"] == "master"
+    total = document["consistency"]["total"]
+    assert total["compared"] > 0
     assert total["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)
 
 
