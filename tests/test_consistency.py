@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 
+import poolbench_locust as pb
 from devsupport.ports import free_port
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
 from poolbench_locust.engine.answer_values import answer_values, vector_values
+from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.lazyjson import loads
 from poolbench_locust.options import Settings
+from tests.support.harness import options
 from tests.support.locust_run import result_schema, run_locust
 
 DRIFTED_COSINE = 1891 / 2080
@@ -142,3 +146,39 @@ def test_an_embedding_answer_gives_each_referenced_item():
     assert answer_values(answer, ((1, 3),), Settings()) == ((3, [0.0, 1.0]),)
     with pytest.raises(ValueError, match="no vector 2"):
         answer_values(answer, ((2, 0),), Settings())
+
+
+def _plan(user_class: type, *args: str) -> Plan:
+    """A plan built anew (a User class of its own: no cached plan)."""
+    return plan_for(type(user_class.__name__, (user_class,), {}), options(*args))
+
+
+def test_the_plan_marks_the_pool_s_reference_inputs():
+    plan = _plan(pb.EmbeddingsUser, "--batch-size", "3", "--input-len", "8", "--consistency-inputs", "5")
+    assert len(plan.references) == 5
+    carriers = [r for r in plan.requests if r.refs]
+    assert [r.refs for r in carriers[:5]] == [((0, i),) for i in range(5)]
+    for carrier in carriers:
+        ((position, ref_id),) = carrier.refs
+        assert position == 0
+        reference = plan.references[ref_id]
+        assert reference.expected_items == 1 and not reference.refs
+        assert orjson.loads(reference.body)["input"] == [orjson.loads(carrier.body)["input"][0]]
+    rerank = _plan(pb.RerankUser, "--documents", "3", "--input-len", "8", "--consistency-inputs", "2")
+    assert [r.refs for r in rerank.requests if r.refs][:2] == [((-1, 0),), ((-1, 1),)]
+    assert rerank.references[0].body == next(r.body for r in rerank.requests if r.refs)
+
+
+@pytest.mark.parametrize(
+    ("user_class", "args"),
+    [
+        (pb.EmbeddingsUser, ("--no-consistency",)),
+        (pb.EmbeddingsUser, ("--consistency-inputs", "0")),
+        (pb.EmbeddingsUser, ("--encoding-format", "bytes")),
+        (pb.EmbeddingsChatUser, ()),
+        (pb.ClassifyUser, ()),
+    ],
+)
+def test_answers_not_compared_carry_no_reference(user_class, args):
+    plan = _plan(user_class, "--input-len", "8", *args)
+    assert plan.references == [] and not any(r.refs for r in plan.requests)

@@ -220,7 +220,9 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         if not settings.no_consistency and settings.consistency_inputs:
             if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
                 references = []
-            else:
+            elif (said := ("consistency", f"{user_class.__name__} {route}")) not in (warned or set()):
+                if warned is not None:
+                    warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
         plan = Plan(
             settings=settings,
