@@ -54,13 +54,15 @@ def _run(
 
 def test_the_honest_mock_answers_the_same_under_load(mock_server_factory, tmp_path):
     server = mock_server_factory("--ttfb-ms", "20")
-    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8)
+    html = tmp_path / "report.html"
+    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, "--html", str(html))
     total = document["consistency"]["total"]
     assert total["compared"] > 0
     assert total["identical_ratio"] == 1.0
     assert total["cosine_min"] == 1.0
     assert "Answer consistency" in result.stderr
     assert (tmp_path / "run_consistency.csv").read_text().startswith("Name,compared,identical_ratio")
+    assert 'id="poolbench-consistency"' in html.read_text()
 
 
 def test_drifting_answers_show_their_cosine(mock_server_factory, tmp_path):
