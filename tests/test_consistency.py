@@ -16,6 +16,9 @@ import pytest
 
 import poolbench_locust as pb
 from devsupport.ports import free_port
+from poolbench_locust.consistency.consistency_report import Consistency, _merge
+from poolbench_locust.consistency.measures import compare_vectors
+from poolbench_locust.consistency.tally import Tally
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
 from poolbench_locust.engine.answer_values import answer_values, vector_values
 from poolbench_locust.engine.plan import Plan, plan_for
@@ -184,3 +187,17 @@ def test_the_plan_marks_the_pool_s_reference_inputs():
 def test_answers_not_compared_carry_no_reference(user_class, args):
     plan = _plan(user_class, "--input-len", "8", *args)
     assert plan.references == [] and not any(r.refs for r in plan.requests)
+
+
+def test_a_master_merges_good_tallies_and_refuses_a_garbled_one(caplog):
+    state = Consistency()
+    good = Tally()
+    good.add(compare_vectors([1.0, 0.0], [1.0, 0.0]))
+    good.add(compare_vectors([1.0, 0.0], [0.6, 0.8]))
+    garbled = {**good.to_wire(), "identical": 5}
+    _merge(state, "w1", {"/v1/embeddings": good.to_wire(), "/rerank": garbled})
+    _merge(state, "w2", ["not", "a", "mapping"])
+    figures = state.figures()
+    assert figures is not None and set(figures) == {"/v1/embeddings", "total"}
+    assert figures["total"]["compared"] == 2 and figures["total"]["cosine_min"] == pytest.approx(0.6)
+    assert "refused" in caplog.text and "no mapping" in caplog.text

@@ -269,6 +269,9 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         if not master:
             take_references(environment)
 
+    # The end of --warmup, a repeat's start, the web UI's Reset stats: the figures count from now, as the stats do.
+    environment.events.reset_stats.add_listener(lambda **_: state.reset())
+
     if worker:
 
         @environment.events.report_to_master.add_listener
