@@ -25,11 +25,17 @@ from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.lazyjson import loads
 from poolbench_locust.options import Settings
 from tests.support.harness import options
-from tests.support.locust_run import result_schema, run_locust
+from tests.support.locust_run import CONSISTENCY_ON, result_schema, run_locust
 
 DRIFTED_COSINE = 1891 / 2080
 """The mock's drifted vector against the honest one (docs/mock-server.md)."""
 LOAD = ("--input-len", "8", "--batch-size", "2", "--documents", "4", "--stop-timeout", "3")
+
+
+@pytest.fixture(autouse=True)
+def _consistency_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite turns the check off (tests/conftest.py); here it is on, as by default."""
+    monkeypatch.setenv("LOCUST_NO_CONSISTENCY", "false")
 
 
 def _run(
@@ -45,6 +51,7 @@ def _run(
         run_time=run_time,
         csv=tmp_path / "run",
         json_result=tmp_path / "result.json",
+        env=CONSISTENCY_ON,
         timeout=90,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -83,6 +90,9 @@ def test_workers_ship_their_comparisons_to_the_master(mock_server_factory, tmp_p
     dist = ("--processes", "2", "--master-bind-port", port, "--master-port", port)
     _, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, *dist, run_time="5s")
     assert document["run"]["runner"] == "master"
+    # The workers' reference requests, which the server counts, are on the client's side of the reconciliation.
+    checks = {row["Check"]: row for row in document["server_metrics"]["reconciliation"]}
+    assert checks["Requests"]["Flagged"] == "" and checks["Prompt Tokens"]["Flagged"] == "", checks
     total = document["consistency"]["total"]
     assert total["compared"] > 0
     assert total["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)

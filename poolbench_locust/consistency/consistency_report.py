@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from locust.env import Environment
@@ -20,15 +19,15 @@ from locust.event import EventHook, Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
-from poolbench_locust.consistency.measures import Comparison, compare_scores, compare_vectors
-from poolbench_locust.consistency.tally import Tally
+from poolbench_locust.consistency.measures import compare_scores, compare_vectors
+from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
+from poolbench_locust.consistency.tally import MAX_COUNT, Tally
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import CAPACITY_SECTION, CLIENT_LOAD_SECTION, PageEvents, Section
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError
-from poolbench_locust.store import Slot
 from poolbench_locust.workload.warmup import Warmup
 
 logger = logging.getLogger("poolbench_locust")
@@ -40,17 +39,8 @@ CONSISTENCY_JSON = (CLIENT_LOAD_JSON + REPEATS_JSON) // 2
 """The JSON result's `consistency`: after client_load, before repeats."""
 REPORT_KEY = "poolbench_consistency"
 """A worker's tallies in Locust's report to the master."""
-TOTAL = "total"
-FIGURES = (
-    "compared",
-    "identical_ratio",
-    "cosine_min",
-    "cosine_p01",
-    "abs_diff_max",
-    "top1_changed_ratio",
-    "kendall_tau_min",
-)
-"""The figures shown, in the order shown; each present only where it applies (Tally.figures)."""
+SENT_KEY = "poolbench_consistency_sent"
+"""A worker's reference requests in its report: [requests, sequences, input tokens]."""
 HEADER = ["Name", *FIGURES]
 
 _FIGURES_SCHEMA: dict[str, Any] = {
@@ -83,61 +73,12 @@ CONSISTENCY_SCHEMA = {
 }
 
 
-@dataclasses.dataclass
-class Consistency:
-    """One process's references and tallies."""
-
-    references: dict[str, dict[int, Sequence[float]]] = dataclasses.field(default_factory=dict)
-    """By request name (the event's `name`, the plan's label): reference id -> its values."""
-    kinds: dict[str, str] = dataclasses.field(default_factory=dict)
-    """By request name: "vectors" or "scores", how its answers are compared."""
-    tallies: dict[str, Tally] = dataclasses.field(default_factory=dict)
-    """By request name, since the run began (the master's: merged from the workers)."""
-    unshipped: dict[str, Tally] = dataclasses.field(default_factory=dict)
-    """A worker's: what it tallied since its last report to the master."""
-    skipped: int = 0
-    """Answers that could not be compared (a value the measures refuse)."""
-
-    def reset(self) -> None:
-        self.tallies.clear()
-        self.unshipped.clear()
-        self.skipped = 0
-
-    def add(self, name: str, comparison: Comparison, ship: bool) -> None:
-        self.tallies.setdefault(name, Tally()).add(comparison)
-        if ship:
-            self.unshipped.setdefault(name, Tally()).add(comparison)
-
-    def total(self) -> Tally:
-        total = Tally()
-        for tally in self.tallies.values():
-            total.merge(tally)
-        return total
-
-    def figures(self) -> dict[str, dict[str, Any]] | None:
-        """Each name's figures and the total's, or None when nothing was compared."""
-        if not self.tallies:
-            return None
-        found = {name: self.tallies[name].figures() for name in sorted(self.tallies)}
-        found[TOTAL] = self.total().figures()
-        return found
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The table: each name's row, then the total's; a figure that does not apply is None."""
-        figures = self.figures() or {}
-        return [{"Name": name, **{f: found.get(f) for f in FIGURES}} for name, found in figures.items()]
-
-
-_STATE = Slot("consistency", Consistency)
-
-
-def consistency_of(environment: Environment) -> Consistency:
-    return _STATE.of(environment)
-
-
-def _references(user_class: type[EndpointUser], environment: Environment) -> tuple[str, str, dict[int, Any]] | None:
+def _references(
+    user_class: type[EndpointUser], environment: Environment, sent: Sent
+) -> tuple[str, str, dict[int, Any]] | None:
     """(request name, kind, reference id -> values) of the class's reference requests, each measured alone,
-    one at a time, on a client whose events reach no stats; None when its plan has no reference."""
+    one at a time, on a client whose events reach no stats, those answered well counted in `sent`; None
+    when its plan has no reference."""
     if environment.host:
         user_class.host = environment.host  # what Locust's runner does to every User class at start
     user = user_class(environment)
@@ -159,6 +100,8 @@ def _references(user_class: type[EndpointUser], environment: Environment) -> tup
             user.measure(dataclasses.replace(request, refs=((-1 if plan.endpoint.shape == "pairs" else 0, ref_id),)))
             event = seen[-1] if seen else {}
             answers = (event.get("context") or {}).get("answers")
+            if event.get("exception") is None:
+                sent.add(Sent(1, request.sequences, int(event["context"].get("input_tokens", 0))))
             if event.get("exception") is None and answers:
                 found[ref_id] = answers[0][1]
             else:
@@ -177,14 +120,16 @@ def _references(user_class: type[EndpointUser], environment: Environment) -> tup
     return plan.label, kind, found
 
 
-def take_references(environment: Environment) -> None:
-    """Every User class's references, taken anew (a web UI's next run may have other options or host)."""
+def take_references(environment: Environment) -> Sent:
+    """Every User class's references, taken anew (a web UI's next run may have other options or host); what
+    the server counts of their requests."""
     state = consistency_of(environment)
+    sent = Sent()
     state.references.clear()
     state.kinds.clear()
     for user_class in endpoint_users(environment):
         try:
-            taken = _references(user_class, environment)
+            taken = _references(user_class, environment, sent)
         except OptionError:
             continue  # the start checks stop the run with the option's own line
         if taken is None:
@@ -199,6 +144,7 @@ def take_references(environment: Environment) -> None:
         state.kinds[name] = kind
         if found:
             logger.info("consistency: %s: %d reference answers taken", user_class.__name__, len(found))
+    return sent
 
 
 def on_request(environment: Environment, state: Consistency, ship: bool) -> Any:
@@ -237,6 +183,16 @@ def _merge(state: Consistency, client_id: str, shipped: Any) -> None:
         state.tallies.setdefault(str(name)[:1000], Tally()).merge(tally)
 
 
+def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
+    """A worker's reference requests: three whole numbers (requests, sequences, input tokens)."""
+    if not (
+        isinstance(shipped, list) and len(shipped) == 3 and all(type(n) is int and 0 <= n <= MAX_COUNT for n in shipped)
+    ):
+        logger.error("consistency: worker %s's count of reference requests refused: %.100r", client_id, shipped)
+        return
+    state.sent.add(Sent(*shipped))
+
+
 def console_lines(state: Consistency) -> list[str]:
     if not (rows := state.rows()):
         return []
@@ -267,7 +223,10 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     def start(**_: Any) -> None:
         state.reset()
         if not master:
-            take_references(environment)
+            sent = take_references(environment)
+            if worker:  # after the master's test_start, where the server metrics' scrape begins: reconciled
+                state.sent.add(sent)
+                state.unshipped_sent.add(sent)
 
     # The end of --warmup, a repeat's start, the web UI's Reset stats: the figures count from now, as the stats do.
     environment.events.reset_stats.add_listener(lambda **_: state.reset())
@@ -279,6 +238,9 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
             if state.unshipped:
                 data[REPORT_KEY] = {name: tally.to_wire() for name, tally in state.unshipped.items()}
                 state.unshipped.clear()
+            if (sent := state.unshipped_sent).requests:
+                data[SENT_KEY] = [sent.requests, sent.sequences, sent.input_tokens]
+                state.unshipped_sent = Sent()
 
         return
     if master:
@@ -287,6 +249,8 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
                 _merge(state, client_id, data[REPORT_KEY])
+            if SENT_KEY in data:
+                _merge_sent(state, client_id, data[SENT_KEY])
 
     @environment.events.quitting.add_listener
     def write_csv(**_: Any) -> None:
