@@ -211,3 +211,24 @@ def test_a_master_merges_good_tallies_and_refuses_a_garbled_one(caplog):
     assert figures is not None and set(figures) == {"/v1/embeddings", "total"}
     assert figures["total"]["compared"] == 2 and figures["total"]["cosine_min"] == pytest.approx(0.6)
     assert "refused" in caplog.text and "no mapping" in caplog.text
+
+
+@pytest.mark.parametrize(("fault", "taken_before_stop"), [("status-500", 8), ("reset-before-headers", 1)])
+def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault, taken_before_stop):
+    """A reference that fails is not compared; after one with no answer at all the class's others are not asked."""
+    server = mock_server_factory("--fault", f"{fault}=1")
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *LOAD,
+        host=server.url,
+        users=1,
+        run_time="1s",
+        csv=tmp_path / "run",
+        json_result=tmp_path / "result.json",
+        timeout=60,
+    )
+    assert "consistency: EmbeddingsUser: 8 of 8 reference answers not taken" in result.stderr, result.stderr[-3000:]
+    document = json.loads((tmp_path / "result.json").read_text())
+    assert document["consistency"] is None
+    counted = int(result.csv()["Aggregated"]["Request Count"])
+    assert server.stats()["requests"] == counted + taken_before_stop
