@@ -39,6 +39,7 @@ CONSISTENCY_JSON = (CLIENT_LOAD_JSON + REPEATS_JSON) // 2
 """The JSON result's `consistency`: after client_load, before repeats."""
 REPORT_KEY = "poolbench_consistency"
 """A worker's tallies in Locust's report to the master."""
+NO_VALUES = "its answers' reader gives no scores or vectors to compare yet"
 SENT_KEY = "poolbench_consistency_sent"
 """A worker's reference requests in its report: [requests, sequences, input tokens]."""
 HEADER = ["Name", *FIGURES]
@@ -104,6 +105,9 @@ def _references(
                 sent.add(Sent(1, request.sequences, int(event["context"].get("input_tokens", 0))))
             if event.get("exception") is None and answers:
                 found[ref_id] = answers[0][1]
+            elif event.get("exception") is None:  # a good answer its reader gives no values of
+                logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, plan.route, NO_VALUES)
+                return None
             else:
                 failed.append(f"{ref_id}: {event.get('exception') or 'no values'}")
                 if not getattr(event.get("response"), "status_code", 0):

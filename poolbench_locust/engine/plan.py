@@ -160,7 +160,7 @@ def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token
     if endpoint.shape != "texts":
         return "chat answers are not compared yet"
     if not endpoint.vectors:
-        return "classify answers are not compared yet"
+        return "answers without dense vectors (classify, sparse, similarity) are not compared yet"
     if settings.encoding_format not in ("float", "base64"):
         return f"{settings.encoding_format} answers are not compared yet"
     return None
