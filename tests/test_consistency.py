@@ -232,3 +232,21 @@ def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault
     assert document["consistency"] is None
     counted = int(result.csv()["Aggregated"]["Request Count"])
     assert server.stats()["requests"] == counted + taken_before_stop
+
+
+def test_a_rerank_read_without_scores_is_not_compared(mock_server_factory, tmp_path):
+    server = mock_server_factory("--flavor", "tei")
+    result = run_locust(
+        "locustfiles/tei.py",
+        *LOAD,
+        "TEIRerankUser",
+        host=server.url,
+        users=1,
+        run_time="1s",
+        json_result=tmp_path / "result.json",
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "TEIRerankUser (/rerank): not compared: its answers' reader gives no scores" in result.stderr
+    assert "reference answers not taken" not in result.stderr
+    assert json.loads((tmp_path / "result.json").read_text())["consistency"] is None
