@@ -99,13 +99,14 @@ def _references(
         for ref_id, request in enumerate(plan.references):
             seen.clear()
             user.measure(dataclasses.replace(request, refs=((-1 if plan.endpoint.shape == "pairs" else 0, ref_id),)))
-            event = seen[-1] if seen else {}
-            answers = (event.get("context") or {}).get("answers")
-            if event.get("exception") is None:
-                sent.add(Sent(1, request.sequences, int(event["context"].get("input_tokens", 0))))
-            if event.get("exception") is None and answers:
+            event = seen[-1] if seen else {"exception": "no request event was fired"}
+            context = event.get("context") or {}
+            answered = event.get("exception") is None
+            if answered:
+                sent.add(Sent(1, request.sequences, int(context.get("input_tokens", 0))))
+            if answered and (answers := context.get("answers")):
                 found[ref_id] = answers[0][1]
-            elif event.get("exception") is None:  # a good answer its reader gives no values of
+            elif answered:  # a good answer its reader gives no values of
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, plan.route, NO_VALUES)
                 return None
             else:
