@@ -213,22 +213,19 @@ def test_a_master_merges_good_tallies_and_refuses_a_garbled_one(caplog):
     assert "refused" in caplog.text and "no mapping" in caplog.text
 
 
+def _short_run(url: str, tmp_path: Path, locustfile: str, *args: str) -> tuple[Any, dict[str, Any]]:
+    """One user for a second, whatever its exit code: (the run, its JSON result)."""
+    written, how = tmp_path / "r.json", {"users": 1, "run_time": "1s", "csv": tmp_path / "run"}
+    result = run_locust(locustfile, *LOAD, *args, host=url, json_result=written, **how)
+    return result, json.loads(written.read_text())
+
+
 @pytest.mark.parametrize(("fault", "taken_before_stop"), [("status-500", 8), ("reset-before-headers", 1)])
 def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault, taken_before_stop):
     """A reference that fails is not compared; after one with no answer at all the class's others are not asked."""
     server = mock_server_factory("--fault", f"{fault}=1")
-    result = run_locust(
-        "locustfiles/embeddings.py",
-        *LOAD,
-        host=server.url,
-        users=1,
-        run_time="1s",
-        csv=tmp_path / "run",
-        json_result=tmp_path / "result.json",
-        timeout=60,
-    )
+    result, document = _short_run(server.url, tmp_path, "locustfiles/embeddings.py")
     assert "consistency: EmbeddingsUser: 8 of 8 reference answers not taken" in result.stderr, result.stderr[-3000:]
-    document = json.loads((tmp_path / "result.json").read_text())
     assert document["consistency"] is None
     counted = int(result.csv()["Aggregated"]["Request Count"])
     assert server.stats()["requests"] == counted + taken_before_stop
@@ -236,17 +233,8 @@ def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault
 
 def test_a_rerank_read_without_scores_is_not_compared(mock_server_factory, tmp_path):
     server = mock_server_factory("--flavor", "tei")
-    result = run_locust(
-        "locustfiles/tei.py",
-        *LOAD,
-        "TEIRerankUser",
-        host=server.url,
-        users=1,
-        run_time="1s",
-        json_result=tmp_path / "result.json",
-        timeout=60,
-    )
+    result, document = _short_run(server.url, tmp_path, "locustfiles/tei.py", "TEIRerankUser")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "TEIRerankUser (/rerank): not compared: its answers' reader gives no scores" in result.stderr
     assert "reference answers not taken" not in result.stderr
-    assert json.loads((tmp_path / "result.json").read_text())["consistency"] is None
+    assert document["consistency"] is None
