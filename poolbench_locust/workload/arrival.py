@@ -27,6 +27,7 @@ import gevent
 from gevent.event import Event
 from gevent.queue import Queue
 from locust.event import Events
+from locust.exception import StopUser
 from locust.runners import MasterRunner
 
 from poolbench_locust.locust_options import locust_options
@@ -181,9 +182,12 @@ class OpenLoop:
             self._freed.clear()
             self._freed.wait()
         tally = self.tally
-        if tally.counting:
-            tally.sent += 1
-            tally.on_sent((perf_counter() - due) * 1000)
+        if not tally.counting:
+            # The run began to stop while this arrival waited: with --stop-timeout its user would send it
+            # and Locust would count an answer the tally never saw leave. Nobody is left to send it.
+            raise StopUser()
+        tally.sent += 1
+        tally.on_sent((perf_counter() - due) * 1000)
         self.in_flight += 1
         try:
             yield
