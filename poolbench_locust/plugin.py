@@ -19,6 +19,7 @@ from poolbench_locust import (
 )
 from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
+from poolbench_locust.consistency import consistency_report
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.json_sections import ResultEvents, result_events
@@ -46,6 +47,9 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     embedded_mock.setup(events)
     limits_check.setup(events)  # the server's own limits, before preflight sends it anything
     preflight.setup(events)
+    # The reference answers of the consistency check, taken at test_start after the preflight's request,
+    # one at a time before the users start; then every answer that carries a reference is compared.
+    consistency_report.setup(events, pages, results)
     stop_timeout.setup(events)
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the
     # checks have passed it.

@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # injects faults may answer the preflight request with one: those runs go without it. The tests of the
 # preflight itself (tests/test_preflight.py, tests/real/) turn it back on with LOCUST_NO_PREFLIGHT=false.
 os.environ.setdefault("LOCUST_NO_PREFLIGHT", "true")
+# So for the consistency check's reference requests, sent at each start (tests/test_consistency.py turns it on).
+os.environ.setdefault("LOCUST_NO_CONSISTENCY", "true")
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 PREFIX = "poolbench-mock listening on "

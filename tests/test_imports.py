@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "metrics.pooling_reports",
             "metrics.clientload",
             "metrics.tokengap",
+            "consistency.consistency_report",
             "repeats.repeat_runs",
             "charts.chart_tabs",
             "servermetrics.server_metrics",

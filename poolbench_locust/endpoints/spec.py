@@ -80,6 +80,10 @@ class ParsedAnswer:
     rows_bytes: tuple[str, int] | None = None
     """A token-level answer known only by its size (`bytes_only`): (what its body is called in a failure,
     its bytes: Σ rows x width x dtype bytes)."""
+    scores: Callable[[], list[float]] | None = None
+    """A rerank's or score's scores in the documents' order, built only when called (the consistency check
+    calls it for the few requests that carry a reference; docs/consistency.md); raises AnswerError when the
+    answer holds no such scores. None: the reader gives none."""
 
 
 class AnswerError(Exception):
@@ -348,7 +352,7 @@ def data_answer(vector_key: str | None) -> Callable[[Any], ParsedAnswer]:
     def read(doc: Any) -> ParsedAnswer:
         data = items_of(doc, "data")
         if vector_key is None:
-            return ParsedAnswer(len(data))
+            return ParsedAnswer(len(data), scores=lambda: scores_by_index(data, "score", "data"))
         vectors = [item.get(vector_key) if isinstance(item, Mapping) else None for item in data]
         return ParsedAnswer(len(data), None, vectors)
 
@@ -366,7 +370,23 @@ def results_answer(doc: Any) -> ParsedAnswer:
         results = doc.get("data")
     if not isinstance(results, ARRAY):
         raise AnswerError("answer has no 'results' list (nor Voyage's 'data')")
-    return ParsedAnswer(len(results))
+    return ParsedAnswer(len(results), scores=lambda: scores_by_index(results, "relevance_score", "results"))
+
+
+def scores_by_index(items: Sequence[Any], key: str, where: str) -> list[float]:
+    """Each item's score (`key`) in the documents' order: by the item's `index` where every item has one (a
+    rerank's results come sorted by score), else in the order given. AnswerError on a missing, repeated or
+    out-of-range index or a score that is not a finite number."""
+    scores: list[float | None] = [None] * len(items)
+    indexed = all(isinstance(item, Mapping) and "index" in item for item in items)
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise AnswerError(f"{where}[{position}] is not an object")
+        at = whole_index(item.get("index"), f"{where}[{position}].index") if indexed else position
+        if at >= len(scores) or scores[at] is not None:
+            raise AnswerError(f"{where}[{position}].index {at} is out of range or repeated")
+        scores[at] = finite_number(item.get(key), f"{where}[{position}].{key}")
+    return scores  # type: ignore[return-value]  # every place filled: n items, n distinct indices < n
 
 
 RERANK_TOKENS = USAGE_TOKENS + COHERE_TOKENS

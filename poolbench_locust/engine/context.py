@@ -3,6 +3,7 @@ fields. engine/user.py writes it; the pooling stats (metrics/collector.py) and g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Required, TypedDict
 
 
@@ -29,3 +30,7 @@ class RequestContext(TypedDict, total=False):
     server_queue_ms: float
     server_inference_ms: float
     """The server's own timing headers, when it sends them."""
+    answers: tuple[tuple[int, Sequence[float]], ...]
+    """(reference id, the values answered for it) of each reference input the request carried
+    (PreparedRequest.refs; engine/answer_values.py): a vector's floats, or a rerank's or score's scores in the
+    documents' order. Only on a request that carries one and was answered well (docs/consistency.md)."""

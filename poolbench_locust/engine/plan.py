@@ -3,6 +3,7 @@ prepared before the test, shared by every user of the class under one set of opt
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -27,6 +28,8 @@ from poolbench_locust.workload import PreparedRequest, request_fields, request_p
 from poolbench_locust.workload.arrival import Schedule
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
+
+logger = logging.getLogger("poolbench_locust")
 
 
 class Planned(Protocol):
@@ -65,6 +68,9 @@ class Plan:
     """--max-body-mb in bytes: the most of a body kept to be parsed whole (read on every request)."""
     schedule: Schedule | None = None
     """A trace's times (--dataset trace:): `requests[i]` leaves at the schedule's line i."""
+    references: list[PreparedRequest] = field(default_factory=list)
+    """The reference requests (docs/consistency.md), by reference id: each answered alone before the users
+    start; the pool's requests that carry one say so in their `refs`. Empty: no answer is compared."""
     token_rows: TokenRows | None = None
     """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
     checked against the tokens, and what the answers taught of their shape; None for every other class."""
@@ -138,6 +144,28 @@ def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
         )
 
 
+def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token_rows: bool) -> str | None:
+    """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: they
+    are, when they are JSON float or base64 vectors of texts, or a rerank's or score's scores."""
+    if form.content_type != JSON:
+        return f"answers in {form.content_type} are not compared yet"
+    if settings.embedding_type is not None:
+        return "packed --embedding-type answers are not compared yet"
+    if token_rows:
+        return "token-level answers are not compared yet"
+    if settings.images:
+        return "answers to images are not compared yet"
+    if endpoint.shape == "pairs":
+        return None
+    if endpoint.shape != "texts":
+        return "chat answers are not compared yet"
+    if not endpoint.vectors:
+        return "answers without dense vectors (classify, sparse, similarity) are not compared yet"
+    if settings.encoding_format not in ("float", "base64"):
+        return f"{settings.encoding_format} answers are not compared yet"
+    return None
+
+
 def token_level(endpoint: Endpoint, settings: Settings) -> bool:
     """Whether the answers hold one row per input token: a token-level task, or a route that only answers so."""
     return endpoint.token_rows or settings.pooling_task in TOKEN_POOLING_TASKS
@@ -188,13 +216,22 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         # Each input's own count is kept only where a token-level answer is checked against it, and only
         # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
         per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
+        references: list[PreparedRequest] | None = None
+        if not settings.no_consistency and settings.consistency_inputs:
+            if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
+                references = []
+            elif (said := ("consistency", f"{user_class.__name__} {route}")) not in (warned or set()):
+                if warned is not None:
+                    warned.add(said)  # once a run, however many hosts the plan is made for
+                logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
         plan = Plan(
             settings=settings,
             route=route,
             path=path,
             label=user_class.request_name or path,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset, counter, per_input),
+            requests=request_pool(endpoint, settings, dataset, counter, per_input, references),
+            references=references or [],
             client_token_source=counter.source,
             access=access,
             form=form,

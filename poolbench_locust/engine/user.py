@@ -24,6 +24,7 @@ from locust.exception import CatchResponseError, StopUser
 
 from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer
 from poolbench_locust.engine import answer_checks, failure_messages
+from poolbench_locust.engine.answer_values import answer_values
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
@@ -319,6 +320,11 @@ class EndpointUser(FastHttpUser):
             tokens, source = req.client_tokens, plan.client_token_source
         context["input_tokens"] = tokens
         context["token_source"] = source
+        if req.refs:  # the one test every other request costs
+            try:
+                context["answers"] = answer_values(answer, req.refs, plan.settings)
+            except ValueError as e:  # an answer the checks let through (--no-validate): compared with nothing
+                logger.debug("a reference input's values could not be read: %s", e)
         return received, None
 
     def _said_uncounted(self, plan: Plan) -> None:

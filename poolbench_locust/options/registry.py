@@ -297,6 +297,20 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "Do not send one request per User class before the test (a 4xx stops the run).",
             "Skip the preflight request",
         ),
+        Option(
+            "--consistency-inputs",
+            whole(0),
+            8,
+            "Reference inputs whose answers under load are compared with their answer alone, before the users "
+            "start (docs/consistency.md): the first text of each of the first N distinct requests (rerank, "
+            "score: the whole request). 0: none.",
+            label="Consistency reference inputs",
+        ),
+        flag(
+            "--no-consistency",
+            "Do not compare answers under load with reference answers taken before the users start.",
+            "Skip the answer consistency check",
+        ),
     ),
     *group(
         WORKLOAD,

@@ -66,6 +66,8 @@ class Settings:
     check_vectors: bool = False
     require_server_tokens: bool = False
     no_preflight: bool = False
+    consistency_inputs: int = 8
+    no_consistency: bool = False
     # Workload
     batch_size: Span = _ONE
     input_len: Span = _128

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from locust.env import Environment
 
+from poolbench_locust.consistency.state import consistency_of
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import gpu, report
@@ -70,10 +71,13 @@ def client_side(environment: Environment, state: Scraping) -> report.Client:
         done = sum(e.num_requests for e in entries if e is not None)
         if done:
             e2e_mean = sum(e.total_response_time for e in entries if e is not None) / done
+    # A worker's reference requests of the consistency check came after the scrape's baseline: the server
+    # counted them, the stats did not.
+    sent = consistency_of(environment).sent
     return report.Client(
-        successes=total.requests - total.failures,
-        sequences=total.sequences,
-        input_tokens=total.input_tokens,
+        successes=total.requests - total.failures + sent.requests,
+        sequences=total.sequences + sent.sequences,
+        input_tokens=total.input_tokens + sent.input_tokens,
         e2e_mean_ms=e2e_mean,
         in_flight=state.scraper.peak_users if state.scraper is not None else 0,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -37,6 +37,10 @@ class PreparedRequest:
     input_tokens: tuple[int, ...] = ()
     """Each input's exact token count, kept only for token-level answers checked against it (one row per
     token); empty for every other request, so that a pool of them costs nothing more."""
+    refs: tuple[tuple[int, int], ...] = ()
+    """The reference inputs this request carries (docs/consistency.md): (the position of the input's item in
+    the answer, or -1 for the whole answer's scores, the reference's id); empty for most requests, so that
+    the engine's cost for them is one attribute test."""
 
 
 def prepare(
@@ -85,13 +89,24 @@ logger = logging.getLogger("poolbench_locust")
 
 
 def request_pool(
-    endpoint: Endpoint, settings: Settings, dataset: Dataset, counter: TokenCounter, per_input: bool = False
+    endpoint: Endpoint,
+    settings: Settings,
+    dataset: Dataset,
+    counter: TokenCounter,
+    per_input: bool = False,
+    references: list[PreparedRequest] | None = None,
 ) -> list[PreparedRequest]:
+    """The pool of distinct requests. With `references` (a list, filled here), up to --consistency-inputs of
+    its requests carry a reference input (`PreparedRequest.refs`), the id of each its index in `references`:
+    for a texts-shaped endpoint the first text of each of the first distinct requests, alone in a request of
+    its own; for a pairs-shaped one the whole request, itself its reference."""
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
     numbers = images.ImageNumbers(settings) if settings.images else None
     repeats = Repeats(settings.repeat_ratio, settings.seed, endpoint.shape)
     pool: list[PreparedRequest] = []
+    known: dict[Any, int] = {}
+    """Reference id by its input (a text; a pairs request's body): a later copy carries the same one."""
     held = 0
     wanted = dataset.size_hint()
     for _ in range(wanted):
@@ -104,6 +119,8 @@ def request_pool(
             inputs = images.with_generated(inputs, numbers)
         inputs = repeats.apply(inputs)
         request = prepare(endpoint, settings, inputs, counter, fields, per_input)
+        if references is not None and inputs.texts:
+            request = _with_reference(endpoint, settings, inputs, request, counter, fields, references, known)
         pool.append(request)
         held += len(request.body)
         if held >= POOL_BYTES and len(pool) < wanted:
@@ -124,3 +141,27 @@ def request_pool(
             settings.repeat_ratio,
         )
     return pool
+
+
+def _with_reference(
+    endpoint: Endpoint,
+    settings: Settings,
+    inputs: Inputs,
+    request: PreparedRequest,
+    counter: TokenCounter,
+    fields: Mapping[str, Any],
+    references: list[PreparedRequest],
+    known: dict[Any, int],
+) -> PreparedRequest:
+    """The request, marked with the reference it carries, if any (a new one while fewer than
+    --consistency-inputs are chosen); a new reference's own request appended to `references`."""
+    pairs = endpoint.shape == "pairs"
+    key: Any = request.body if pairs else inputs.texts[0]
+    if (ref_id := known.get(key)) is None:
+        if len(references) >= settings.consistency_inputs:
+            return request
+        ref_id = known[key] = len(references)
+        references.append(
+            request if pairs else prepare(endpoint, settings, Inputs((inputs.texts[0],)), counter, fields)
+        )
+    return replace(request, refs=((-1 if pairs else 0, ref_id),))

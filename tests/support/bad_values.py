@@ -22,6 +22,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--documents": ("-3", "must be a whole number >= 1, got -3"),
     "--dataset": ("s3://bucket/data.jsonl", "must be 'random', 'file:PATH', 'trace:FILE.jsonl' or 'hf:NAME[:SPLIT]'"),
     "--seed": ("-1", "must be a whole number >= 0, got -1"),
+    "--consistency-inputs": ("-4", "must be a whole number >= 0, got -4"),
     "--repeat-ratio": ("1", "must be a share from 0 up to (not including) 1, got 1.0"),
     "--shared-prefix-tokens": ("-2", "must be a whole number >= 0, got -2"),
     "--request-rate": ("0", "must be a number > 0"),

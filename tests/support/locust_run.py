@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LOAD = ("--input-len", "6", "--batch-size", "3", "--documents", "4")
 """A small shape most runs use: six-word inputs, batches of three, four documents to rerank."""
 PREFLIGHT_ON = {"LOCUST_NO_PREFLIGHT": "false"}
+CONSISTENCY_ON = {"LOCUST_NO_CONSISTENCY": "false"}
+"""The consistency check's reference requests, off in the suite's runs (tests/conftest.py)."""
 """tests/conftest.py turns the preflight off for the suite; a run given this env turns it back on."""
 RUN_TIMEOUT_S = 60.0
 
