@@ -158,6 +158,17 @@ def share(text: str) -> float:
     return value
 
 
+def cosine_floor(text: str) -> float:
+    """A lowest cosine similarity, -1 < X <= 1: -1 would pass every answer, above 1 none."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a cosine in (-1, 1], got {text!r}") from None
+    if not -1 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a cosine in (-1, 1], got {text!r}")
+    return value
+
+
 def route(text: str) -> str:
     if not text.startswith("/"):
         raise argparse.ArgumentTypeError(f"must start with '/', got {text!r}")

@@ -29,6 +29,7 @@ from typing import Any
 from poolbench_locust.options.parsers import (
     OptionError,
     below_one,
+    cosine_floor,
     counts,
     dataset,
     extra_body,
@@ -311,6 +312,29 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "Do not compare answers under load with reference answers taken before the users start.",
             "Skip the answer consistency check",
         ),
+        Option(
+            "--consistency-rate",
+            share,
+            0.01,
+            "The largest share (0-1] of the inputs sent whose answers are compared with their reference; at least "
+            "one comparison a second is made whatever the share (docs/consistency.md).",
+            label="Share of inputs compared",
+        ),
+        Option(
+            "--consistency-reference",
+            file_name,
+            None,
+            "Compare the answers with the reference answers in this JSON Lines file (one written by "
+            "--consistency-save, or by the model run elsewhere) instead of the server's answers alone.",
+            label="Reference answers file",
+        ),
+        Option(
+            "--consistency-save",
+            file_name,
+            None,
+            "Write the reference answers taken at the start to this JSON Lines file (for --consistency-reference).",
+            label="Save the reference answers to",
+        ),
     ),
     *group(
         WORKLOAD,
@@ -541,6 +565,22 @@ ALL_OPTIONS: tuple[Option, ...] = (
             None,
             "Fail the run if goodput (requests/s that met every objective of --slo) stays below this.",
             label="Lowest goodput, requests/s",
+        ),
+        Option(
+            "--check-min-cosine",
+            cosine_floor,
+            None,
+            "Fail the run if an answer compared with its reference (docs/consistency.md) has a cosine below this, "
+            "a number in (-1, 1].",
+            label="Lowest cosine of an answer to its reference",
+        ),
+        Option(
+            "--check-max-top1-changed",
+            ratio,
+            None,
+            "Fail the run if the share (0-1) of compared rerank or score answers whose best document changed "
+            "exceeds this.",
+            label="Highest share of answers whose best document changed",
         ),
         Option(
             "--check-min-rate-ratio",

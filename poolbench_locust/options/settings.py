@@ -68,6 +68,9 @@ class Settings:
     no_preflight: bool = False
     consistency_inputs: int = 8
     no_consistency: bool = False
+    consistency_rate: float = 0.01
+    consistency_reference: str | None = None
+    consistency_save: str | None = None
     # Workload
     batch_size: Span = _ONE
     input_len: Span = _128
@@ -105,6 +108,8 @@ class Settings:
     check_min_tokens_per_s: float | None = None
     slo: Slo | None = None
     check_min_goodput: float | None = None
+    check_min_cosine: float | None = None
+    check_max_top1_changed: float | None = None
     check_min_rate_ratio: float | None = None
     # Server metrics
     server_metrics: str = "auto"
