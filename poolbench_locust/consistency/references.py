@@ -11,6 +11,7 @@ from locust.env import Environment
 from locust.event import EventHook
 
 from poolbench_locust.consistency.state import Sent, consistency_of
+from poolbench_locust.engine.comparison_budget import ALWAYS
 from poolbench_locust.engine.user import EndpointUser, endpoint_users
 from poolbench_locust.options import OptionError
 from poolbench_locust.workload.warmup import Warmup
@@ -38,7 +39,8 @@ def _references(
     captured.add_listener(lambda **event: seen.append(event))
     user.client.request_event = captured
     user._warmup = Warmup()  # counting: its events go to the captured hook, not to warm-up's
-    user.plan = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, warmup=0.0))
+    # Without warm-up, and every reference answer read, whatever the budget of the answers under load.
+    user.plan = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, warmup=0.0), comparisons=ALWAYS)
     found: dict[int, Any] = {}
     failed: list[str] = []
     try:

@@ -12,6 +12,7 @@ from poolbench_locust.access import Access, access_for, warnings_given
 from poolbench_locust.endpoints.forms import form_of
 from poolbench_locust.endpoints.spec import AnswerForm, Endpoint
 from poolbench_locust.engine import packed
+from poolbench_locust.engine.comparison_budget import ALWAYS, Always, ComparisonBudget, budget_for
 from poolbench_locust.engine.limits import Limits
 from poolbench_locust.engine.server_ask import server_ask
 from poolbench_locust.engine.target import request_path
@@ -71,6 +72,9 @@ class Plan:
     references: list[PreparedRequest] = field(default_factory=list)
     """The reference requests (docs/consistency.md), by reference id: each answered alone before the users
     start; the pool's requests that carry one say so in their `refs`. Empty: no answer is compared."""
+    comparisons: ComparisonBudget | Always = ALWAYS
+    """Which of the answers that carry a reference are compared (engine/comparison_budget.py): at most
+    --consistency-rate of the inputs, at least one a second."""
     token_rows: TokenRows | None = None
     """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
     checked against the tokens, and what the answers taught of their shape; None for every other class."""
@@ -224,14 +228,18 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
+        requests = request_pool(endpoint, settings, dataset, counter, per_input, references)
         plan = Plan(
             settings=settings,
             route=route,
             path=path,
             label=user_class.request_name or path,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset, counter, per_input, references),
+            requests=requests,
             references=references or [],
+            comparisons=budget_for(
+                settings.consistency_rate, sum(r.sequences for r in requests), sum(1 for r in requests if r.refs)
+            ),
             client_token_source=counter.source,
             access=access,
             form=form,
