@@ -1,7 +1,7 @@
 """Client cost: CPU seconds per 1,000 requests of the load-generating process, and what one process sustains.
 
     python bench/client_cost.py [--seconds 7] [--max-seconds 6] [--rounds 3] [--only small,large,bytes]
-                                [--clients poolbench,fast,simdjson,orjson] [--baseline DIR]
+                                [--clients poolbench,fast,simdjson,orjson,no-consistency] [--baseline DIR]
 
 Each client is its own process against the bundled mock server (its own process, no delays), and
 takes its own CPU time from the OS (getrusage, utime + stime) over a window that opens 2 s into the
@@ -24,6 +24,9 @@ before connect): with the kernel's autotuning, large answers filled the client's
 each and a plain FastHttpUser's CPU per request moved between rounds with the buffer's history
 (bench/common.py's pin_receive_buffer says what was measured). vLLM's client and the aiohttp loop keep
 the kernel's default.
+
+`--clients ...,no-consistency` adds this checkout run with `--no-consistency` (issue 41): the answer
+consistency check, on by default, and its cost against the same client without it.
 
 `--baseline DIR` measures a second checkout of poolbench-locust (say main's, from `git archive main | tar -x -C
 DIR`) beside this one, in the same rounds: a change's before and after, side by side in one run. A case
@@ -54,6 +57,7 @@ from bench.common import (
     FAST_ORJSON,
     FAST_SIMDJSON,
     POOLBENCH,
+    POOLBENCH_NO_CONSISTENCY,
     RECEIVE_BUFFER,
     REQUESTS,
     ROOT,
@@ -221,7 +225,7 @@ def measure(
 ) -> dict[str, Any]:
     aiohttp_clients, vllm_note = vllm_clients() if "vllm" in kinds else ([], "not measured (--clients)")
     named = {"poolbench": [POOLBENCH], "fast": [FAST], "orjson": [FAST_ORJSON], "simdjson": [FAST_SIMDJSON]}
-    named |= {"json": [FAST_JSON]}
+    named |= {"json": [FAST_JSON], "no-consistency": [POOLBENCH_NO_CONSISTENCY]}
     named |= {"requests": [REQUESTS], "vllm": aiohttp_clients}
     every = [c for kind, clients in named.items() if kind in kinds for c in clients]
     base = Client(f"poolbench-locust at {baseline.name}", "poolbench", str(baseline)) if baseline else None
@@ -276,6 +280,8 @@ def measure(
             elif case.target is None:
                 met = None  # no worse than the baseline: nothing to judge without one
             entry["target_met"] = met and (case.target is None or mine <= case.target * fast)
+            if POOLBENCH_NO_CONSISTENCY.label in cost:  # issue 41: the answer consistency check's own cost
+                entry["vs_no_consistency"] = round(mine / cost[POOLBENCH_NO_CONSISTENCY.label], 3)
             if FAST_SIMDJSON.label in cost:  # the other floor: the body read and validated whole by simdjson
                 entry["vs_fast_simdjson"] = round(mine / cost[FAST_SIMDJSON.label], 2)
             if FAST_ORJSON.label in cost:  # the same work as ours: the body read and parsed with orjson
@@ -341,6 +347,12 @@ def report(r: dict) -> str:
             f"poolbench-locust / FastHttpUser (reads body) = {c['vs_fast']:.2f}{before} "
             f"(target {goal} and below vLLM's client): {judged}{_saturation(c)}"
         )
+        if "vs_no_consistency" in c:  # issue 41's target: within 3 % with the defaults
+            within = "within" if c["vs_no_consistency"] <= 1.03 else "NOT within"
+            verdicts.append(
+                f"  / poolbench-locust --no-consistency = {c['vs_no_consistency']:.3f}: the answer consistency "
+                f"check, on by default, costs {within} 3 %"
+            )
         if "vs_fast_simdjson" in c:
             verdicts.append(
                 f"  / FastHttpUser + simdjson parse (reads body, validates it whole) = {c['vs_fast_simdjson']:.2f}"
@@ -433,7 +445,7 @@ def main() -> None:
     keys = ",".join(c.key for c in CASES if c.default)
     more = ",".join(c.key for c in CASES if not c.default)
     parser.add_argument("--only", default=keys, help=f"payloads: {keys} (default), {more}")
-    kinds = "poolbench,fast,simdjson,orjson,json,requests,vllm"
+    kinds = "poolbench,fast,simdjson,orjson,json,requests,vllm,no-consistency"
     parser.add_argument("--clients", default=kinds, help=f"clients: {kinds} (FastHttpUser always)")
     parser.add_argument("--baseline", type=Path, help="another poolbench-locust checkout to measure beside this one")
     args = parser.parse_args()

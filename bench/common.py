@@ -217,9 +217,14 @@ class Client:
     """poolbench (bench/poolbench_locustfile.py), locust (a class of bench/plain_locustfile.py) or aiohttp."""
     name: str = ""
     """The plain Locust class, or vllm_client.py's --impl."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables of a Locust client's process: its options (LOCUST_...)."""
 
 
 POOLBENCH = Client("poolbench-locust", "poolbench")
+POOLBENCH_NO_CONSISTENCY = Client(
+    "poolbench-locust --no-consistency", "poolbench", env=(("LOCUST_NO_CONSISTENCY", "true"),)
+)
 FAST_STREAM = Client("FastHttpUser stream=True", "locust", "FastStream")
 FAST = Client("FastHttpUser (reads body)", "locust", "FastBuffered")
 FAST_JSON = Client("FastHttpUser + resp.json()", "locust", "FastJson")
@@ -282,6 +287,7 @@ def run_client(
                 data = json.loads(Path(out).read_text())
             return ClientRun(data["samples"], data["window"], finished)
         env = {"BENCH_BODY_FILE": body, "BENCH_ROUTE": payload.route, "BENCH_USER_CLASS": payload.user_class}
+        env |= dict(client.env)
         tree = ROOT
         if client.kind == "poolbench" and client.name:  # another checkout of poolbench-locust, measured beside
             # `python -m locust` puts its working directory first on sys.path: the checkout's, not this one
