@@ -134,13 +134,13 @@ def test_the_pooling_tab_holds_the_charts_and_the_consistency_table_under_its_ta
     browser.js(f"{boxes}.forEach(box => box.dataset.seen = 'yes'); true")
     time.sleep(5)  # two refreshes of each
     placed = browser.js(
-        f"""(() => {{
+        """(() => {
         const anchor = document.querySelector('table').closest('.MuiTableContainer-root');
         const after = [];
         for (let e = anchor.nextElementSibling; e && e.hasAttribute('data-poolbench-box'); e = e.nextElementSibling)
             after.push([e.id, e.dataset.seen || '']);
         return after;
-    }})()"""
+    })()"""
     )
     assert sorted(placed) == [["poolbench-charts", "yes"], ["poolbench-consistency-live", "yes"]], placed
     assert "Answer consistency" in browser.js("document.getElementById('poolbench-consistency-live').textContent")

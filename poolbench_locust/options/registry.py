@@ -356,8 +356,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--mock-flip-above",
             whole(0),
             None,
-            "The bundled mock (no --host): while more than N requests are in flight, swap a ranking's two best "
-            "scores.",
+            "The bundled mock (no --host): while more than N requests are in flight, swap a ranking's two best scores.",
             label="Bundled mock: flip rankings above N in flight",
             web_ui=False,
         ),

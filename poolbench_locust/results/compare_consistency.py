@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from poolbench_locust.results.noise import Z, Change, Figure, value
+from poolbench_locust.results.noise import Change, Figure, Z, value
 
 TOTAL = "total"
 SOURCE = "consistency"
