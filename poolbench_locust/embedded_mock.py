@@ -11,8 +11,9 @@ from locust.runners import WorkerRunner
 
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import probed
+from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.options import OptionError
-from poolbench_locust.options.settings import settings_of
+from poolbench_locust.options.settings import Settings, settings_of
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -40,17 +41,31 @@ def start_embedded_mock(environment: Environment) -> None:
         ttfb_ms=EMBEDDED_MOCK_TTFB_MS,
         body_ms=EMBEDDED_MOCK_BODY_MS,
         infinity_dtype="float32" if embedding_type in (None, "float", "base64") else embedding_type,
+        # Wrong answers on purpose, for the consistency check to find (docs/consistency.md)
+        drift_above=settings.mock_drift_above if settings is not None else None,
+        cache_drift=settings.mock_cache_drift if settings is not None else False,
+        flip_above=settings.mock_flip_above if settings is not None else None,
     )
     server = MockServer(config, host="127.0.0.1", port=0)
     server.start()
     environment.host = server.url
     logger.info(
-        "No --host given: started the bundled mock server at %s (%g ms to the headers, %g ms of body) "
+        "No --host given: started the bundled mock server at %s (%g ms to the headers, %g ms of body%s) "
         "and aimed the test at it",
         server.url,
         config.ttfb_ms,
         config.body_ms,
+        "".join(f", {flag}" for flag in _mock_flags(settings)),
     )
+
+
+def _mock_flags(settings: Settings | None) -> list[str]:
+    """The bundled mock's faults asked for, as their options read."""
+    if settings is None:
+        return []
+    found = [] if settings.mock_drift_above is None else [f"--mock-drift-above {settings.mock_drift_above}"]
+    found += ["--mock-cache-drift"] if settings.mock_cache_drift else []
+    return found + ([] if settings.mock_flip_above is None else [f"--mock-flip-above {settings.mock_flip_above}"])
 
 
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
@@ -60,6 +75,14 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if users and not environment.host and not any(u.host for u in environment.user_classes):
         start_embedded_mock(environment)
         probed(environment).host = environment.host
+        return
+    try:
+        asked = _mock_flags(settings_of(environment))
+    except OptionError:  # the start checks say so, once
+        return
+    if asked:  # a fault of a server that is not started would be silently ignored
+        flag = asked[0].split()[0]
+        exit_early(environment, f"{flag}: only the bundled mock, started when no --host is given, has this fault")
 
 
 def setup(events: Events) -> None:

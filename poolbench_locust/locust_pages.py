@@ -112,8 +112,16 @@ def insert_before_body_end(page: str, html: str) -> str:
 LIVE_BOX_SCRIPT = """<script>
 (() => {
   // Locust's TAB tab is a table of ours; under it, a box of HTML the server makes, fetched live (escaped there).
-  const ID = "BOX_ID", EVERY = REFRESH_MS;
+  // Several rooms may each put a box under one tab: the boxes follow the table one after another.
+  const ID = "BOX_ID", EVERY = REFRESH_MS, MARK = "data-poolbench-box";
   let fetchedAt = 0, busy = false;
+  function follows(box, anchor) {
+    for (let e = box.previousElementSibling; e; e = e.previousElementSibling) {
+      if (e === anchor) return true;
+      if (!e.hasAttribute(MARK)) return false;
+    }
+    return false;
+  }
   async function tick() {
     let box = document.getElementById(ID);
     const table = document.querySelector("table");
@@ -122,12 +130,15 @@ LIVE_BOX_SCRIPT = """<script>
       return;
     }
     const anchor = table.closest(".MuiTableContainer-root") || table;
-    if (!box || box.previousElementSibling !== anchor) {
+    if (!box || !follows(box, anchor)) {
       if (box) box.remove();
       box = document.createElement("div");
       box.id = ID;
+      box.setAttribute(MARK, "");
       box.style.margin = "16px 0";
-      anchor.after(box);
+      let last = anchor;
+      while (last.nextElementSibling && last.nextElementSibling.hasAttribute(MARK)) last = last.nextElementSibling;
+      last.after(box);
       fetchedAt = 0;
     }
     if (busy || Date.now() - fetchedAt < EVERY) return;
@@ -147,7 +158,8 @@ LIVE_BOX_SCRIPT = """<script>
 
 def live_box_script(tab: str, box_id: str, route: str, refresh_ms: int) -> str:
     """The script that shows, under one of our tabs' table, the HTML `route` answers, fetched again every
-    `refresh_ms` while the tab is open (Locust's React page knows nothing of it: the box follows its table)."""
+    `refresh_ms` while the tab is open (Locust's React page knows nothing of it: the box follows its table,
+    after the boxes other rooms put under the same tab)."""
     for name, value in (("BOX_ID", box_id), ("REFRESH_MS", str(refresh_ms)), ("ROUTE", route.lstrip("/"))):
         if not value.replace("-", "").replace("_", "").replace("/", "").isalnum():
             raise ValueError(f"{name} {value!r}: letters, digits, - _ / only (it goes into a script)")

@@ -4,7 +4,8 @@ protocol (devsupport/browser.py), against the bundled mock, everything on 127.0.
 A run is started from the form with plugin options typed into it; the Pooling tab then shows what
 /pooling/stats says, its charts hold lines, its column chooser hides and shows columns; a bad value
 typed into the form shows its one line; the HTML report renders with its charts and no JavaScript error;
-the Capacity tab shows a search's probes, its answer and its chart.
+the Capacity tab shows a search's probes, its answer and its chart; the Pooling tab holds the charts and the
+Answer consistency table, one box under the other.
 """
 
 from __future__ import annotations
@@ -120,6 +121,29 @@ def test_the_pooling_tab_shows_the_rows_of_pooling_stats(finished_run: WebUI, br
                 assert float(text) == pytest.approx(value, rel=0.05), (column, text, value)
             else:
                 assert float(text) == pytest.approx(value), (column, text, value)
+
+
+def test_the_pooling_tab_holds_the_charts_and_the_consistency_table_under_its_table(
+    finished_run: WebUI, browser: Browser
+) -> None:
+    """Two rooms' live boxes under one tab (locust_pages.live_box_script): both follow the table, and neither
+    pushes the other away at each refresh (a box made again would lose the mark set on it)."""
+    browser.goto(finished_run.base + "/?tab=pooling")
+    boxes = "['poolbench-charts', 'poolbench-consistency-live'].map(id => document.getElementById(id))"
+    browser.until(f"{boxes}.every(box => box !== null && box.innerHTML !== '')")
+    browser.js(f"{boxes}.forEach(box => box.dataset.seen = 'yes'); true")
+    time.sleep(5)  # two refreshes of each
+    placed = browser.js(
+        """(() => {
+        const anchor = document.querySelector('table').closest('.MuiTableContainer-root');
+        const after = [];
+        for (let e = anchor.nextElementSibling; e && e.hasAttribute('data-poolbench-box'); e = e.nextElementSibling)
+            after.push([e.id, e.dataset.seen || '']);
+        return after;
+    })()"""
+    )
+    assert sorted(placed) == [["poolbench-charts", "yes"], ["poolbench-consistency-live", "yes"]], placed
+    assert "Answer consistency" in browser.js("document.getElementById('poolbench-consistency-live').textContent")
 
 
 def test_the_pooling_tab_charts_hold_data(finished_run: WebUI, browser: Browser) -> None:

@@ -529,6 +529,7 @@ def test_stats_count_exactly_under_concurrency(mock_server):
         "bytes_sent": 0,
         "bytes_received": 0,
         "faults": {},
+        "drift": {"answers": 0, "drifted_vectors": 0, "cache_drifted_vectors": 0, "flipped_rankings": 0},
         "routes": {},
     }
 

@@ -18,6 +18,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
+from poolbench_locust.consistency import consistency_tab
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
 from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
@@ -182,5 +183,6 @@ def json_section(sections: list[JsonSection], **_: Any) -> None:
 
 def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
+    consistency_tab.setup(events)  # the web UI's live table, under the Pooling tab's
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)

@@ -20,6 +20,8 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from poolbench_locust.consistency.state import consistency_of
+from poolbench_locust.exporter.consistency_series import ConsistencyCollector
 from poolbench_locust.exporter.series import Gauges, PoolingCollector
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.metrics.collector import stats_of
@@ -46,6 +48,7 @@ class Exporter:
             pause=gevent.sleep,
         )
         self.registry.register(self.collector)
+        self.registry.register(ConsistencyCollector(lambda: consistency_of(environment), lambda: self.run))
         self.server: WSGIServer | None = None
 
     def next_run(self, **_: Any) -> None:

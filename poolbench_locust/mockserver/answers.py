@@ -89,6 +89,7 @@ def flipped(call: Call, scores: list[T], key: Callable[[T], float] | None = None
     first, second = sorted(range(len(scores)), key=lambda i: key(scores[i]) if key else scores[i], reverse=True)[:2]
     swapped = list(scores)
     swapped[first], swapped[second] = scores[second], scores[first]
+    call.flipped += 1
     return swapped
 
 

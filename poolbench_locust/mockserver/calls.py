@@ -34,6 +34,12 @@ class Call:
     """--flip-above acts: a ranking's top two scores trade places."""
     answered: Answered | None = None
     """--cache-drift's memory of the inputs answered (None: the flag is off)."""
+    drifted: int = 0
+    """Vectors of the answer drifted by --drift-above (what /mock/stats' `drift` counts)."""
+    cache_drifted: int = 0
+    """Vectors of the answer drifted by --cache-drift: inputs answered before."""
+    flipped: int = 0
+    """Rankings of the answer whose top two --flip-above swapped."""
 
 
 @dataclass(slots=True)
@@ -90,9 +96,14 @@ def kinds(call: Call, inputs: Sequence[Any]) -> list[vectors.Kind]:
     """Each input's vector kind: the call's, or under --cache-drift the drifted one for an input answered before
     (every input is remembered as answered, whichever kind it gets)."""
     whole = kind(call)
+    if whole == "drift":
+        call.drifted += len(inputs)
     if call.answered is None:
         return [whole] * len(inputs)
-    return ["drift" if call.answered.again(p) and whole == "values" else whole for p in inputs]
+    each: list[vectors.Kind] = ["drift" if call.answered.again(p) and whole == "values" else whole for p in inputs]
+    if whole == "values":
+        call.cache_drifted += each.count("drift")
+    return each
 
 
 def each_of(each: list[vectors.Kind], make: Callable[[vectors.Kind], T]) -> list[T]:

@@ -22,6 +22,8 @@ class Reply:
     sequences: int = 0
     prompts: tuple[tuple[object, int], ...] = ()
     """The prompts run and their tokens (calls.AnswerDraft.prompts), for the prefix cache's counters."""
+    drift: tuple[int, int, int] = (0, 0, 0)
+    """The answer's wrong values (calls.Call's): vectors drifted by load, by a repeat, rankings flipped."""
 
 
 def error_reply(status: int, message: str, kind: str) -> Reply:

@@ -143,6 +143,8 @@ class MockServer:
                 )
         if served:
             self._stats.served(path, reply.tokens, reply.sequences, len(reply.body))
+            if any(reply.drift):
+                self._stats.drifted(*reply.drift)
         return completed and request.keep_alive
 
     def _reply(
@@ -173,7 +175,9 @@ class MockServer:
             load, config = self._in_flight, self.config
             drift, flip = faults.above(config.drift_above, load), faults.above(config.flip_above, load)
             call = Call(body, controls, config, fault, params, drift, flip, self._answered)
-            return routes.render(handler(call), call, request.accepts_gzip())
+            reply = routes.render(handler(call), call, request.accepts_gzip())
+            reply.drift = (call.drifted, call.cache_drifted, call.flipped)
+            return reply
         except BadRequest as e:
             return error_reply(400, str(e), "BadRequestError")
         except Exception:  # a bug of the mock must not look like a fault it injected

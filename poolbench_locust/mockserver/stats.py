@@ -22,6 +22,21 @@ class Counters:
     """Request bodies of every pooling request received, for the client's Sent Bytes."""
 
 
+@dataclass(slots=True)
+class Drift:
+    """Answers served wrong on purpose (faults.py's --drift-above, --cache-drift, --flip-above): what a client's
+    consistency check should find, counted by the server that made them."""
+
+    answers: int = 0
+    """Answers served with at least one wrong value: a drifted vector (either cause) or a flipped ranking."""
+    drifted_vectors: int = 0
+    """Vectors drifted by --drift-above (every vector of an answer made with more than N in flight)."""
+    cache_drifted_vectors: int = 0
+    """Vectors drifted by --cache-drift (inputs answered before)."""
+    flipped_rankings: int = 0
+    """Rankings whose two best scores --flip-above swapped."""
+
+
 TIMINGS_KEPT = 100_000
 """Server-side times kept for /mock/timings: enough for a benchmark, bounded for a soak."""
 
@@ -34,6 +49,7 @@ class Stats:
         self._total = Counters()
         self._routes: dict[str, Counters] = {}
         self._faults: dict[str, int] = {}
+        self._drift = Drift()
         self._times_ms: deque[float | None] = deque(maxlen=TIMINGS_KEPT)
 
     def _route(self, route: str) -> Counters:
@@ -57,6 +73,14 @@ class Stats:
             counters.sequences += sequences
             counters.bytes_sent += body_bytes
 
+    def drifted(self, vectors: int, cache_vectors: int, rankings: int) -> None:
+        """A served answer (counted by `served`) that held wrong values: so many of each."""
+        drift = self._drift
+        drift.answers += 1
+        drift.drifted_vectors += vectors
+        drift.cache_drifted_vectors += cache_vectors
+        drift.flipped_rankings += rankings
+
     def timed(self, arrived: float, done: float | None) -> None:
         """A pooling request's time on the server: from its last byte read to its answer's last byte
         written (None: the answer was not completed)."""
@@ -70,5 +94,6 @@ class Stats:
         return {
             **asdict(self._total),
             "faults": dict(self._faults),
+            "drift": asdict(self._drift),
             "routes": {route: asdict(counters) for route, counters in self._routes.items()},
         }

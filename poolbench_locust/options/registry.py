@@ -335,6 +335,31 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "Write the reference answers taken at the start to this JSON Lines file (for --consistency-reference).",
             label="Save the reference answers to",
         ),
+        # The bundled mock is started once, at launch, when no --host is given (embedded_mock.py): its faults
+        # let a user see the consistency check find drift without starting a server.
+        Option(
+            "--mock-drift-above",
+            whole(0),
+            None,
+            "The bundled mock (no --host): while more than N requests are in flight, answer drifted vectors "
+            "(cosine 0.909 with the right ones), for the consistency check to find (docs/mock-server.md).",
+            label="Bundled mock: drift above N in flight",
+            web_ui=False,
+        ),
+        flag(
+            "--mock-cache-drift",
+            "The bundled mock (no --host): answer an input it answered before with a drifted vector.",
+            "Bundled mock: drift on a repeated input",
+            web_ui=False,
+        ),
+        Option(
+            "--mock-flip-above",
+            whole(0),
+            None,
+            "The bundled mock (no --host): while more than N requests are in flight, swap a ranking's two best scores.",
+            label="Bundled mock: flip rankings above N in flight",
+            web_ui=False,
+        ),
     ),
     *group(
         WORKLOAD,

@@ -71,6 +71,9 @@ class Settings:
     consistency_rate: float = 0.01
     consistency_reference: str | None = None
     consistency_save: str | None = None
+    mock_drift_above: int | None = None
+    mock_cache_drift: bool = False
+    mock_flip_above: int | None = None
     # Workload
     batch_size: Span = _ONE
     input_len: Span = _128

@@ -1,6 +1,7 @@
 """poolbench-compare BASE.json NEW.json [more...]: run against run, figure by figure.
 
-For each request name (and the total, and each sweep step) a table of the key figures: the base
+For each request name (and the total, each sweep step, and each name's answer consistency:
+compare_consistency.py) a table of the key figures: the base
 run's, and for each other run its value, the change and the relative change, marked `*` where the
 change is beyond the run-to-run noise (noise.py). `--max-regression 5%` exits 1 when a marked
 change makes a figure worse by more than that (a throughput down, a time up); `--html FILE` writes
@@ -10,7 +11,7 @@ the tables and the runs' curves overlaid, one page with inline SVG and nothing f
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import orjson
 
 from poolbench_locust import texttable
 from poolbench_locust.metrics.collector import AGGREGATED
+from poolbench_locust.results import compare_consistency
 from poolbench_locust.results.document import FORMAT, FORMAT_VERSION
 from poolbench_locust.results.noise import (
     FIGURES,
@@ -58,6 +60,8 @@ class ComparedSection:
     """Per run: figure title -> relative error, where it is known without the blocks (--repeat's spread)."""
     of_a_name: bool = False
     """A request name's table (or the total's), not a sweep step's or the repeats'."""
+    judge: Callable[[Figure, float | None, float | None, float | None, float | None], Change] = change
+    """How a figure's change is judged (the consistency tables judge a share's in points)."""
 
 
 @dataclass
@@ -129,6 +133,13 @@ def sections(runs: Sequence[Run]) -> list[ComparedSection]:
         out.append(ComparedSection(name, _shown(FIGURES, rows), rows, [blocks_of(e) for e in entries], of_a_name=True))
     out.extend(_step_sections(runs))
     out.extend(_repeat_sections(runs))
+    for table in compare_consistency.tables([r.doc for r in runs]):
+        blocks: list[list[Block]] = [[] for _ in runs]
+        out.append(
+            ComparedSection(
+                table.title, table.figures, table.rows, blocks, errors=table.errors, judge=compare_consistency.judge
+            )
+        )
     return out
 
 
@@ -204,7 +215,7 @@ def compare(runs: Sequence[Run]) -> list[ComparedSection]:
         for i in range(1, len(runs)):
             section.changes.append(
                 {
-                    f.title: change(
+                    f.title: section.judge(
                         f,
                         figure_value(f, section.rows[0]),
                         figure_value(f, section.rows[i]),
