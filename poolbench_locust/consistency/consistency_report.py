@@ -18,6 +18,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
+from poolbench_locust.consistency import reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
 from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
@@ -64,6 +65,7 @@ CONSISTENCY_SCHEMA = {
         {
             "type": "object",
             "required": [TOTAL],
+            "properties": {reference_agreement.JSON_KEY: reference_agreement.SCHEMA},
             "additionalProperties": _FIGURES_SCHEMA,
         },
     ],
@@ -160,7 +162,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
-        if lines := console_lines(state):
+        if lines := console_lines(state) + reference_agreement.console_lines(environment):
             for line in lines:
                 console.info(line)
             console.info("")
@@ -176,11 +178,15 @@ def report_section(environment: Environment, sections: list[Section], **_: Any) 
 
 
 def json_section(sections: list[JsonSection], **_: Any) -> None:
-    fields = lambda environment: {"consistency": consistency_of(environment).figures()}  # noqa: E731
+    fields = lambda environment: {  # noqa: E731
+        "consistency": reference_agreement.with_agreement(environment, consistency_of(environment).figures())
+    }
     sections.append(JsonSection(CONSISTENCY_JSON, fields, {"consistency": CONSISTENCY_SCHEMA}, ("consistency",)))
 
 
 def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
+    references.START_CHECK.setup(events)  # a bad --consistency-reference file stops the run at start
     events.init.add_listener(on_init)
+    reference_agreement.setup(events)
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)

@@ -71,6 +71,9 @@ class Plan:
     references: list[PreparedRequest] = field(default_factory=list)
     """The reference requests (docs/consistency.md), by reference id: each answered alone before the users
     start; the pool's requests that carry one say so in their `refs`. Empty: no answer is compared."""
+    reference_inputs: list[Any] = field(default_factory=list)
+    """Each reference's input, by reference id (workload/pool.py reference_input): the text, or a pairs
+    request's query and documents; what a reference file (--consistency-reference) is matched by."""
     token_rows: TokenRows | None = None
     """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
     checked against the tokens, and what the answers taught of their shape; None for every other class."""
@@ -217,6 +220,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
         per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
         references: list[PreparedRequest] | None = None
+        reference_inputs: list[Any] = []
         if not settings.no_consistency and settings.consistency_inputs:
             if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
                 references = []
@@ -230,8 +234,9 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             path=path,
             label=user_class.request_name or path,
             headers=headers,
-            requests=request_pool(endpoint, settings, dataset, counter, per_input, references),
+            requests=request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs),
             references=references or [],
+            reference_inputs=reference_inputs,
             client_token_source=counter.source,
             access=access,
             form=form,
