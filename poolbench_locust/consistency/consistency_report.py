@@ -6,6 +6,8 @@ result's `consistency`.
 Each process takes its own references at test_start (a worker too: its answers are compared with what the
 server answered it alone) and tallies its own comparisons; a worker ships what it tallied since its last
 report to the master with Locust's report_to_master, the master merges it (Tally.from_wire trusts nothing).
+A worker also ships its references once, and the master says where they differ from the first worker's
+(reference_agreement.py); a --consistency-reference file is checked at start (references.py).
 """
 
 from __future__ import annotations

@@ -156,7 +156,10 @@ def digest(environment: Environment) -> list[list[Any]]:
         for ref_id, values in sorted(taken.values.items()):
             if len(entries) >= MAX_ENTRIES or not 0 < len(values) <= min(MAX_VALUES, budget):
                 continue
-            key = reference_file.input_key(taken.kind, taken.inputs[ref_id])
+            try:
+                key = reference_file.input_key(taken.kind, taken.inputs[ref_id])
+            except (ValueError, IndexError):
+                continue  # an input no file could hold either: nothing to fingerprint
             entries.append([name, taken.kind, reference_file.input_hash(key), [float(v) for v in values]])
             budget -= len(values)
     return entries

@@ -166,6 +166,8 @@ def _from_file(
 def file_error(environment: Environment) -> str | None:
     """The line that stops a run whose --consistency-reference cannot be used, or None: the file is read and
     checked, and at least one of its inputs must be a reference input of the workload."""
+    if environment.parsed_options is None:
+        return None
     settings = settings_of(environment)
     if not (path := settings.consistency_reference) or settings.no_consistency or not settings.consistency_inputs:
         return None
@@ -205,6 +207,7 @@ def take_references(environment: Environment) -> Sent:
     state.kinds.clear()
     taking.taken.clear()
     taking.pending.clear()
+    taking.path = ""
     settings = settings_of(environment)
     if path := settings.consistency_reference:
         _read_references(environment, path, state, taking)
@@ -319,6 +322,9 @@ def _save(environment: Environment, path: str | None, taken: dict[str, Taken]) -
     """--consistency-save: every reference taken, written by a local run, or by a distributed run's first
     worker (index 0: the file is on its machine); a file that cannot be written is said, and the run goes on."""
     if not path or (isinstance(runner := environment.runner, WorkerRunner) and runner.worker_index != 0):
+        return
+    if not any(one.values for one in taken.values()):
+        logger.warning("--consistency-save: no reference answer was taken: %s not written", path)
         return
     rows = (
         (name, one.kind, one.inputs[ref_id], values)
