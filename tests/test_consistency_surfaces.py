@@ -31,8 +31,9 @@ from tests.support.webui import WebUI
 DRIFTED_COSINE = 1891 / 2080
 """The mock's drifted vector against the honest one (docs/mock-server.md)."""
 LOAD = ("--input-len", "8", "--stop-timeout", "3")
-EVERY_REQUEST_COMPARED = ("--consistency-inputs", "32", "--batch-size", "1")
-"""The synthetic pool holds 32 distinct requests: with as many reference inputs, every request carries one."""
+EVERY_REQUEST_COMPARED = ("--consistency-inputs", "32", "--batch-size", "1", "--consistency-rate", "1")
+"""The synthetic pool holds 32 distinct requests: with as many reference inputs, every request carries one,
+and every one is compared (--consistency-rate 1)."""
 
 
 @pytest.fixture(autouse=True)

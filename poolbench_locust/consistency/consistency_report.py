@@ -6,6 +6,8 @@ result's `consistency`.
 Each process takes its own references at test_start (a worker too: its answers are compared with what the
 server answered it alone) and tallies its own comparisons; a worker ships what it tallied since its last
 report to the master with Locust's report_to_master, the master merges it (Tally.from_wire trusts nothing).
+A worker also ships its references once, and the master says where they differ from the first worker's
+(reference_agreement.py); a --consistency-reference file is checked at start (references.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
-from poolbench_locust.consistency import consistency_tab
+from poolbench_locust.consistency import consistency_tab, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
 from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
@@ -65,6 +67,7 @@ CONSISTENCY_SCHEMA = {
         {
             "type": "object",
             "required": [TOTAL],
+            "properties": {reference_agreement.JSON_KEY: reference_agreement.SCHEMA},
             "additionalProperties": _FIGURES_SCHEMA,
         },
     ],
@@ -161,7 +164,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
-        if lines := console_lines(state):
+        if lines := console_lines(state) + reference_agreement.console_lines(environment):
             for line in lines:
                 console.info(line)
             console.info("")
@@ -177,12 +180,16 @@ def report_section(environment: Environment, sections: list[Section], **_: Any) 
 
 
 def json_section(sections: list[JsonSection], **_: Any) -> None:
-    fields = lambda environment: {"consistency": consistency_of(environment).figures()}  # noqa: E731
+    fields = lambda environment: {  # noqa: E731
+        "consistency": reference_agreement.with_agreement(environment, consistency_of(environment).figures())
+    }
     sections.append(JsonSection(CONSISTENCY_JSON, fields, {"consistency": CONSISTENCY_SCHEMA}, ("consistency",)))
 
 
 def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
+    references.START_CHECK.setup(events)  # a bad --consistency-reference file stops the run at start
     events.init.add_listener(on_init)
     consistency_tab.setup(events)  # the web UI's live table, under the Pooling tab's
+    reference_agreement.setup(events)
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)

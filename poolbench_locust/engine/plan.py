@@ -75,6 +75,9 @@ class Plan:
     comparisons: ComparisonBudget | Always = ALWAYS
     """Which of the answers that carry a reference are compared (engine/comparison_budget.py): at most
     --consistency-rate of the inputs, at least one a second."""
+    reference_inputs: list[Any] = field(default_factory=list)
+    """Each reference's input, by reference id (workload/pool.py reference_input): the text, or a pairs
+    request's query and documents; what a reference file (--consistency-reference) is matched by."""
     token_rows: TokenRows | None = None
     """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
     checked against the tokens, and what the answers taught of their shape; None for every other class."""
@@ -221,6 +224,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         # where it is exact (a tokenizer, the server's /tokenize) and the server cuts nothing (--truncate).
         per_input = rows is not None and counter.source != "client-estimate" and settings.truncate in (None, "none")
         references: list[PreparedRequest] | None = None
+        reference_inputs: list[Any] = []
         if not settings.no_consistency and settings.consistency_inputs:
             if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
                 references = []
@@ -228,7 +232,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
-        requests = request_pool(endpoint, settings, dataset, counter, per_input, references)
+        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs)
         plan = Plan(
             settings=settings,
             route=route,
@@ -237,6 +241,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             headers=headers,
             requests=requests,
             references=references or [],
+            reference_inputs=reference_inputs,
             comparisons=budget_for(
                 settings.consistency_rate, sum(r.sequences for r in requests), sum(1 for r in requests if r.refs)
             ),

@@ -95,11 +95,13 @@ def request_pool(
     counter: TokenCounter,
     per_input: bool = False,
     references: list[PreparedRequest] | None = None,
+    reference_inputs: list[Any] | None = None,
 ) -> list[PreparedRequest]:
     """The pool of distinct requests. With `references` (a list, filled here), up to --consistency-inputs of
     its requests carry a reference input (`PreparedRequest.refs`), the id of each its index in `references`:
     for a texts-shaped endpoint the first text of each of the first distinct requests, alone in a request of
-    its own; for a pairs-shaped one the whole request, itself its reference."""
+    its own; for a pairs-shaped one the whole request, itself its reference. With `reference_inputs` too,
+    each reference's input is appended to it by id (`reference_input`): what a reference file keys it by."""
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
     numbers = images.ImageNumbers(settings) if settings.images else None
@@ -120,7 +122,9 @@ def request_pool(
         inputs = repeats.apply(inputs)
         request = prepare(endpoint, settings, inputs, counter, fields, per_input)
         if references is not None and inputs.texts:
-            request = _with_reference(endpoint, settings, inputs, request, counter, fields, references, known)
+            request = _with_reference(
+                endpoint, settings, inputs, request, counter, fields, references, known, reference_inputs
+            )
         pool.append(request)
         held += len(request.body)
         if held >= POOL_BYTES and len(pool) < wanted:
@@ -143,6 +147,14 @@ def request_pool(
     return pool
 
 
+def reference_input(endpoint: Endpoint, inputs: Inputs) -> str | dict[str, Any]:
+    """The input a reference answers, as a reference file (consistency/reference_file.py) writes it: the text
+    embedded; for a pairs-shaped endpoint the query and its documents."""
+    if endpoint.shape == "pairs":
+        return {"query": inputs.query, "documents": list(inputs.texts)}
+    return inputs.texts[0]
+
+
 def _with_reference(
     endpoint: Endpoint,
     settings: Settings,
@@ -152,9 +164,11 @@ def _with_reference(
     fields: Mapping[str, Any],
     references: list[PreparedRequest],
     known: dict[Any, int],
+    reference_inputs: list[Any] | None = None,
 ) -> PreparedRequest:
     """The request, marked with the reference it carries, if any (a new one while fewer than
-    --consistency-inputs are chosen); a new reference's own request appended to `references`."""
+    --consistency-inputs are chosen); a new reference's own request appended to `references`, its input to
+    `reference_inputs`."""
     pairs = endpoint.shape == "pairs"
     key: Any = request.body if pairs else inputs.texts[0]
     if (ref_id := known.get(key)) is None:
@@ -164,4 +178,6 @@ def _with_reference(
         references.append(
             request if pairs else prepare(endpoint, settings, Inputs((inputs.texts[0],)), counter, fields)
         )
+        if reference_inputs is not None:
+            reference_inputs.append(reference_input(endpoint, inputs))
     return replace(request, refs=((-1 if pairs else 0, ref_id),))
