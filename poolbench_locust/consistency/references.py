@@ -42,6 +42,7 @@ def _references(
     # Without warm-up, and every reference answer read, whatever the budget of the answers under load.
     user.plan = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, warmup=0.0), comparisons=ALWAYS)
     found: dict[int, Any] = {}
+    kind = "scores" if plan.endpoint.shape == "pairs" else "vectors"  # what the answers say overrides it
     failed: list[str] = []
     try:
         for ref_id, request in enumerate(plan.references):
@@ -53,7 +54,7 @@ def _references(
             if answered:
                 sent.add(Sent(1, request.sequences, int(context.get("input_tokens", 0))))
             if answered and (answers := context.get("answers")):
-                found[ref_id] = answers[0][1]
+                kind, found[ref_id] = answers[0][1]  # engine/answer_values.Values: (kind, data)
             elif answered:  # a good answer its reader gives no values of
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, plan.route, NO_VALUES)
                 return None
@@ -71,7 +72,6 @@ def _references(
             len(plan.references),
             str(failed[0])[:300],
         )
-    kind = "scores" if plan.endpoint.shape == "pairs" else "vectors"
     return plan.label, kind, found
 
 
