@@ -19,6 +19,7 @@ from poolbench_locust.consistency.state import Consistency
 from poolbench_locust.endpoints import infinity, kserve, nim, sglang, tei, vllm, vllm_bytes
 from poolbench_locust.endpoints.spec import Raw, Values
 from poolbench_locust.engine.answer_values import Wanted, answer_values
+from poolbench_locust.engine.plan import not_compared
 from poolbench_locust.options import Settings
 from tests.support.locust_run import CONSISTENCY_ON, run_locust
 
@@ -254,3 +255,11 @@ def test_each_kind_takes_its_measure():
     assert compare_values("rows", [[1.0, 0.0]], [[0.0, 1.0]]).cosine == 0.0
     assert compare_values("labels", {"a": 0.9, "b": 0.1}, {"a": 0.1, "b": 0.9}).label_changed
     assert compare_values("scores", [1.0, 2.0], [2.0, 1.0]).top1_changed
+
+
+def test_only_a_token_level_bytes_only_body_is_not_compared():
+    token_level = vllm_bytes.RawForm(S, True)
+    assert not_compared(vllm.POOLING, S, token_level, True) == token_level.not_compared is not None
+    assert "rows begin" in str(token_level.not_compared)
+    assert not_compared(vllm.POOLING, S, vllm_bytes.RawForm(S, False), False) is None
+    assert not_compared(tei.TEI_PREDICT, S, vllm_bytes.forms(vllm.EMBEDDINGS, S, False), False) is None

@@ -204,6 +204,8 @@ class AnswerForm(Protocol):
     """What that allowance is, in the failure's words when a head passes it."""
     looked_for: str
     """Where the answers' token count is looked for, in the words of a failure or warning."""
+    not_compared: str | None
+    """Why these answers give no values to compare with a reference (docs/consistency.md), or None: they do."""
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         """(bytes of the body's start to keep, what `read` needs of the headers) of a form that does not keep

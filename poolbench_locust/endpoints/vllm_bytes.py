@@ -217,6 +217,8 @@ class RawForm(StreamedForm):
         self._endianness = settings.endianness
         self._width = DTYPE_SIZES[settings.embed_dtype]
         self._values = self.values_at  # bound once: an answer is given it, never a new closure
+        if token_level:
+            self.not_compared = "a token-level bytes_only body does not say where each input's rows begin"
 
     def values_at(self, position: int, body: bytes | None) -> Values:
         """Item `position`'s vector from the kept body: the raw values cut at the learned dimension. A

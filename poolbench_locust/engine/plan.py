@@ -150,11 +150,8 @@ def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
 
 def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token_rows: bool) -> str | None:
     """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: every
-    form's answers are (engine/answer_values.py), but a token-level `bytes_only` body, whose inputs' rows
-    run together with nothing to say where one input's end."""
-    if token_rows and settings.encoding_format == "bytes_only" and endpoint.shape != "pairs":
-        return "a token-level bytes_only body does not say where each input's rows begin"
-    return None
+    form's answers are (engine/answer_values.py), but those whose form says why not (AnswerForm.not_compared)."""
+    return form.not_compared
 
 
 def token_level(endpoint: Endpoint, settings: Settings) -> bool:
