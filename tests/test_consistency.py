@@ -20,7 +20,7 @@ from poolbench_locust.consistency.consistency_report import Consistency, _merge
 from poolbench_locust.consistency.measures import compare_vectors
 from poolbench_locust.consistency.tally import Tally
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
-from poolbench_locust.engine.answer_values import answer_values, vector_values
+from poolbench_locust.engine.answer_values import Values, Wanted, answer_values, vector_values
 from poolbench_locust.engine.plan import Plan, plan_for
 from poolbench_locust.lazyjson import loads
 from poolbench_locust.options import Settings
@@ -146,21 +146,21 @@ def test_a_rerank_s_scores_come_back_in_the_documents_order():
             ]
         }
     )
-    assert answer_values(answer, ((-1, 7),), Settings()) == ((7, [0.5, 0.1, 0.9]),)
+    assert answer_values(answer, ((-1, 7),), Wanted(Settings())) == ((7, Values("scores", [0.5, 0.1, 0.9])),)
     score = data_answer(None)({"data": [{"index": 1, "score": 0.2}, {"index": 0, "score": 0.3}]})
     assert score.scores is not None and score.scores() == [0.3, 0.2]
     repeated = results_answer({"results": [{"index": 0, "relevance_score": 1}, {"index": 0, "relevance_score": 2}]})
     with pytest.raises(AnswerError, match="repeated"):
         repeated.scores()  # type: ignore[misc]
     with pytest.raises(ValueError, match="repeated"):
-        answer_values(repeated, ((-1, 0),), Settings())
+        answer_values(repeated, ((-1, 0),), Wanted(Settings()))
 
 
 def test_an_embedding_answer_gives_each_referenced_item():
     answer = data_answer("embedding")({"data": [{"embedding": [1.0, 0.0]}, {"embedding": [0.0, 1.0]}]})
-    assert answer_values(answer, ((1, 3),), Settings()) == ((3, [0.0, 1.0]),)
+    assert answer_values(answer, ((1, 3),), Wanted(Settings())) == ((3, Values("vectors", [0.0, 1.0])),)
     with pytest.raises(ValueError, match="no vector 2"):
-        answer_values(answer, ((2, 0),), Settings())
+        answer_values(answer, ((2, 0),), Wanted(Settings()))
 
 
 def _plan(user_class: type, *args: str) -> Plan:
@@ -189,9 +189,6 @@ def test_the_plan_marks_the_pool_s_reference_inputs():
     [
         (pb.EmbeddingsUser, ("--no-consistency",)),
         (pb.EmbeddingsUser, ("--consistency-inputs", "0")),
-        (pb.EmbeddingsUser, ("--encoding-format", "bytes")),
-        (pb.EmbeddingsChatUser, ()),
-        (pb.ClassifyUser, ()),
     ],
 )
 def test_answers_not_compared_carry_no_reference(user_class, args):
@@ -229,12 +226,3 @@ def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault
     assert document["consistency"] is None
     counted = int(result.csv()["Aggregated"]["Request Count"])
     assert server.stats()["requests"] == counted + taken_before_stop
-
-
-def test_a_rerank_read_without_scores_is_not_compared(mock_server_factory, tmp_path):
-    server = mock_server_factory("--flavor", "tei")
-    result, document = _short_run(server.url, tmp_path, "locustfiles/tei.py", "TEIRerankUser")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "TEIRerankUser (/rerank): not compared: its answers' reader gives no scores" in result.stderr
-    assert "reference answers not taken" not in result.stderr
-    assert document["consistency"] is None

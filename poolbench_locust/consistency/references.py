@@ -52,6 +52,7 @@ def _references(
     # Without warm-up, and every reference answer read, whatever the budget of the answers under load.
     user.plan = dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, warmup=0.0), comparisons=ALWAYS)
     found: dict[int, Any] = {}
+    kind = "scores" if plan.endpoint.shape == "pairs" else "vectors"  # what the answers say overrides it
     failed: list[str] = []
     try:
         for ref_id, request in enumerate(plan.references):
@@ -63,7 +64,7 @@ def _references(
             if answered:
                 sent.add(Sent(1, request.sequences, int(context.get("input_tokens", 0))))
             if answered and (answers := context.get("answers")):
-                found[ref_id] = answers[0][1]
+                kind, found[ref_id] = answers[0][1]  # engine/answer_values.Values: (kind, data)
             elif answered:  # a good answer its reader gives no values of
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, plan.route, NO_VALUES)
                 return None
@@ -81,7 +82,6 @@ def _references(
             len(plan.references),
             str(failed[0])[:300],
         )
-    kind = "scores" if plan.endpoint.shape == "pairs" else "vectors"
     return plan.label, kind, found
 
 
@@ -332,6 +332,9 @@ def _save(environment: Environment, path: str | None, taken: dict[str, Taken]) -
         (name, one.kind, one.inputs[ref_id], values)
         for name, one in taken.items()
         for ref_id, values in sorted(one.values.items())
+        # A file holds texts' vectors and pairs' scores: not packed, sparse, token-level or label answers, nor
+        # conversations or images (their input None).
+        if one.kind in reference_file.KINDS and one.inputs[ref_id] is not None
     )
     try:
         count = reference_file.write(path, rows)

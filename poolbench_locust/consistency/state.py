@@ -23,6 +23,8 @@ FIGURES = (
     "abs_diff_max",
     "top1_changed_ratio",
     "kendall_tau_min",
+    "labels_changed_ratio",
+    "hamming_max",
 )
 """The figures shown, in the order shown; each present only where it applies (Tally.figures)."""
 

@@ -97,6 +97,7 @@ class StreamedForm:
     head_allowance = 0
     head_allowance_why = ""
     looked_for = SERVER_HEADERS.looked_for("")
+    not_compared: str | None = None
 
 
 class JsonForm:
@@ -106,6 +107,7 @@ class JsonForm:
     keeps_body = True
     head_allowance = 0
     head_allowance_why = ""
+    not_compared: str | None = None
 
     def __init__(self, endpoint: Endpoint, settings: Settings) -> None:
         self._endpoint = endpoint

@@ -9,8 +9,10 @@ from poolbench_locust.endpoints.spec import (
     Endpoint,
     ParsedAnswer,
     data_answer,
+    item_values,
     items_of,
     label_scores,
+    label_values,
     model_field,
     results_answer,
     usage_tokens,
@@ -26,7 +28,7 @@ def _classify_answer(doc: Any) -> ParsedAnswer:
     data = items_of(doc, "data")
     for i, scores in enumerate(data):
         label_scores(scores, f"data[{i}]")
-    return ParsedAnswer(len(data), usage_tokens(doc))
+    return ParsedAnswer(len(data), usage_tokens(doc), values=item_values(data, label_values, "data"))
 
 
 # Infinity's usage counts characters unless the server was started to count tokens: the figure

@@ -26,7 +26,9 @@ from poolbench_locust.endpoints.spec import (
     Endpoint,
     Inputs,
     ParsedAnswer,
+    Raw,
     ServerAsk,
+    Values,
     items_of,
 )
 from poolbench_locust.lazyjson import ARRAY
@@ -115,9 +117,18 @@ def _json_answer(tensors: Tensors, settings: Settings) -> Callable[[Any], Parsed
             )
         dim = _dims(shape, name, settings)
         first = data[:dim] if settings.check_vectors and dim and shape[0] else None  # built only for the check
-        return ParsedAnswer(shape[0], None, (first,) if first is not None else ())
+        answer = ParsedAnswer(shape[0], None, (first,) if first is not None else ())
+        answer.values = lambda position, _body: _json_row(data, dim, shape[0], position)
+        return answer
 
     return read
+
+
+def _json_row(data: Any, dim: int, rows: int, position: int) -> Values:
+    """Row `position` of a JSON tensor [rows, dim], flattened (checked: its length is rows x dim)."""
+    if not dim or not 0 <= position < rows:
+        raise AnswerError(f"the tensor holds no row {position}")
+    return Values("vectors", list(data[position * dim : (position + 1) * dim]))
 
 
 def _head_length(headers: Any) -> int:
@@ -173,10 +184,21 @@ class BinaryTensors(StreamedForm):
                 f"{size - length} bytes of tensors followed the JSON head, binary_data_size says {declared}"
             )
         dim = _dims(shape, name, settings)
-        answer = ParsedAnswer(shape[0])
+        rows = shape[0]
+        answer = ParsedAnswer(rows, values=lambda position, kept: _binary_row(kept, length, dim, rows, position))
         if settings.check_vectors and dim and shape[0]:  # our tensor is the first binary one that follows
             answer.raw, answer.raw_dtype, answer.raw_endianness = body[length : length + dim * 4], "float32", "little"
         return SERVER_HEADERS.read(headers, answer)
+
+
+def _binary_row(body: bytes | None, length: int, dim: int, rows: int, position: int) -> Values:
+    """Row `position` of our FP32 tensor, the first binary one after the JSON head (little-endian)."""
+    if body is None:
+        raise ValueError("the binary body was not kept")
+    if not dim or not 0 <= position < rows or len(body) < length + (position + 1) * dim * 4:
+        raise AnswerError(f"the tensor holds no row {position}")
+    start = length + position * dim * 4
+    return Values("vectors", Raw(body[start : start + dim * 4], "float32", "little"))
 
 
 def _named(value: Any) -> str | None:

@@ -13,6 +13,7 @@ from poolbench_locust.endpoints.spec import (
     ParsedAnswer,
     finite_number,
     model_field,
+    ranking_values,
     whole_index,
 )
 
@@ -27,7 +28,7 @@ def _ranking_answer(doc: Any) -> ParsedAnswer:
             raise AnswerError(f"ranking {i} is not an object")
         whole_index(ranking.get("index"), f"ranking {i} index")
         finite_number(ranking.get("logit"), f"ranking {i} logit")
-    return ParsedAnswer(len(rankings), None)
+    return ParsedAnswer(len(rankings), None, values=ranking_values(rankings, "logit", "rankings"))
 
 
 NIM_RANKING = Endpoint(

@@ -15,8 +15,10 @@ from poolbench_locust.endpoints.spec import (
     Endpoint,
     ParsedAnswer,
     TokenPaths,
+    Values,
     finite_number,
     model_field,
+    ranking_values,
     whole_index,
 )
 
@@ -32,7 +34,7 @@ def _rerank_answer(doc: Any) -> ParsedAnswer:
             raise AnswerError(f"result {i} is not an object")
         finite_number(result.get("score"), f"result {i} score")
         whole_index(result.get("index"), f"result {i} index")
-    return ParsedAnswer(len(doc))
+    return ParsedAnswer(len(doc), values=ranking_values(doc, "score", "result"))
 
 
 def _score_answer(doc: Any) -> ParsedAnswer:
@@ -47,7 +49,14 @@ def _score_answer(doc: Any) -> ParsedAnswer:
             raise AnswerError(f"scores[{i}] is not a non-empty list of numbers")
         for j, value in enumerate(row):
             finite_number(value, f"scores[{i}][{j}]")
-    return ParsedAnswer(len(scores))
+    return ParsedAnswer(len(scores), values=lambda position, _body: _first_scores(scores, position))
+
+
+def _first_scores(rows: list[Any], position: int) -> Values:
+    """Each item's score: the first of its row (the first label token's; the answer is checked: numbers)."""
+    if position >= 0:
+        raise AnswerError("a score answer holds its items' scores, not items")
+    return Values("scores", [float(row[0]) for row in rows])
 
 
 SGLANG_RERANK = Endpoint(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from poolbench_locust.lazyjson import ARRAY
 from poolbench_locust.options import BY_FLAG, Settings
@@ -40,6 +40,36 @@ class Inputs:
     conversations: tuple[tuple[Mapping[str, Any], ...], ...] = ()
     """A batch of chat conversations, one embedding each (workload/chat_batches.py); empty: one conversation
     (`messages`, or `texts` as user messages). `texts` then holds the contents of all of them."""
+
+
+Kind = Literal["vectors", "packed_bits", "sparse", "rows", "scores", "labels"]
+"""How a reference input's values are compared (consistency/measures.py; engine/answer_values.py says each)."""
+
+
+class Values(NamedTuple):
+    """A reference input's values as an answer gave them, tagged with their kind: "vectors" (floats, or a
+    packed int8/uint8 embedding's numbers), "packed_bits" (binary/ubinary values), "sparse" (id -> value),
+    "rows" (a token-level answer's rows), "scores" (in the documents' order), "labels" (label ->
+    probability, or the probabilities by class index)."""
+
+    kind: Kind
+    data: Any
+
+
+class Raw(NamedTuple):
+    """Raw values of a binary body, as `Values.data` of a binary form: the engine decodes them (engine/vectors.py)
+    into a vector, or into rows of `width` values each (a token-level answer)."""
+
+    data: bytes
+    dtype: Any
+    """As the answer declared it (unchecked: a hostile header's value)."""
+    endianness: Any
+    width: int | None = None
+
+
+ValuesOf = Callable[[int, "bytes | None"], Values]
+"""(the item's position, or -1 for the whole answer's scores; the whole body where a binary form's was kept,
+else None) -> its values. Raises AnswerError or ValueError when the answer holds none there."""
 
 
 @dataclass(slots=True)
@@ -84,6 +114,11 @@ class ParsedAnswer:
     """A rerank's or score's scores in the documents' order, built only when called (the consistency check
     calls it for the few requests that carry a reference; docs/consistency.md); raises AnswerError when the
     answer holds no such scores. None: the reader gives none."""
+    values: ValuesOf | None = None
+    """The values of one item (or of the whole answer), built only when called, for the consistency check:
+    given by the readers whose answers hold what the options alone do not say how to read (labels, sparse,
+    a binary body, another server's scores). None: a JSON embedding of `vectors` read under the options,
+    or `scores` (engine/answer_values.py)."""
 
 
 class AnswerError(Exception):
@@ -169,6 +204,8 @@ class AnswerForm(Protocol):
     """What that allowance is, in the failure's words when a head passes it."""
     looked_for: str
     """Where the answers' token count is looked for, in the words of a failure or warning."""
+    not_compared: str | None
+    """Why these answers give no values to compare with a reference (docs/consistency.md), or None: they do."""
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         """(bytes of the body's start to keep, what `read` needs of the headers) of a form that does not keep
@@ -407,6 +444,46 @@ def whole_index(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise AnswerError(f"{where} is not a whole number >= 0")
     return value
+
+
+def ranking_values(items: Sequence[Any], key: str, where: str) -> ValuesOf:
+    """The values of a ranking's answer (`scores_by_index` of its items), for the consistency check: the
+    whole answer's scores (position -1) and nothing else."""
+
+    def values(position: int, _body: bytes | None) -> Values:
+        if position >= 0:
+            raise AnswerError("a ranking's answer holds its documents' scores, not items")
+        return Values("scores", scores_by_index(items, key, where))
+
+    return values
+
+
+def item_values(items: Sequence[Any], read: Callable[[Any, str], Values], where: str) -> ValuesOf:
+    """The values of the answer's item at a position, read by `read(item, its name)` only when asked."""
+
+    def values(position: int, _body: bytes | None) -> Values:
+        if not 0 <= position < len(items):
+            raise AnswerError(f"the answer holds no {where}[{position}]")
+        return read(items[position], f"{where}[{position}]")
+
+    return values
+
+
+def label_values(value: Any, where: str) -> Values:
+    """One input's `[{"score", "label"}]` list as label -> probability (a label given twice: AnswerError)."""
+    label_scores(value, where)
+    found = {item["label"]: float(item["score"]) for item in value}
+    if len(found) != len(value):
+        raise AnswerError(f"{where} names a label twice")
+    return Values("labels", found)
+
+
+def probability_values(item: Any, where: str) -> Values:
+    """One input's probabilities by class index (vLLM's classify `probs`, /pooling's classify `data`)."""
+    probs = item.get("probs") if isinstance(item, Mapping) and "probs" in item else item
+    if not isinstance(probs, ARRAY) or not probs:
+        raise AnswerError(f"{where} holds no list of probabilities")
+    return Values("labels", [finite_number(p, f"{where}[{j}]") for j, p in enumerate(list(probs))])
 
 
 def label_scores(value: Any, where: str) -> None:

@@ -17,9 +17,13 @@ from poolbench_locust.endpoints.spec import (
     Inputs,
     ParsedAnswer,
     Shape,
+    Values,
     dimensions_field,
     finite_number,
+    item_values,
     label_scores,
+    label_values,
+    ranking_values,
     whole_index,
 )
 from poolbench_locust.lazyjson import ARRAY
@@ -32,10 +36,11 @@ CANNOT_SEND = {
 }
 
 
-def _bare_list(doc: Any) -> ParsedAnswer:
+def _rerank_answer(doc: Any) -> ParsedAnswer:
+    """/rerank answers a bare list of `{"index", "score"}`, sorted by score."""
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    return ParsedAnswer(len(doc))
+    return ParsedAnswer(len(doc), values=ranking_values(doc, "score", "answer"))
 
 
 def _bare_vectors(doc: Any) -> ParsedAnswer:
@@ -64,7 +69,7 @@ TEI_RERANK = _tei(
     "/rerank",
     "pairs",
     lambda x, s: {"query": x.query, "texts": list(x.texts)},
-    _bare_list,
+    _rerank_answer,
 )
 
 
@@ -74,10 +79,10 @@ def _predict_answer(doc: Any) -> ParsedAnswer:
         raise AnswerError("answer is not a JSON list")
     if doc and all(isinstance(item, Mapping) for item in doc):
         label_scores(doc, "answer")  # the one-input form: one result
-        return ParsedAnswer(1, None)
+        return ParsedAnswer(1, None, values=item_values([doc], label_values, "answer"))
     for i, scores in enumerate(doc):
         label_scores(scores, f"prediction {i}")
-    return ParsedAnswer(len(doc), None)
+    return ParsedAnswer(len(doc), None, values=item_values(doc, label_values, "prediction"))
 
 
 SPARSE_INDEX_LIMIT = 1 << 24
@@ -99,7 +104,15 @@ def _sparse_answer(doc: Any) -> ParsedAnswer:
             if whole_index(entry.get("index"), where) >= SPARSE_INDEX_LIMIT:
                 raise AnswerError(f"{where} is not a vocabulary id (>= {SPARSE_INDEX_LIMIT})")
             finite_number(entry.get("value"), f"sparse embedding {i} entry {j} value")
-    return ParsedAnswer(len(doc), None)
+    return ParsedAnswer(len(doc), None, values=item_values(doc, _sparse_values, "sparse embedding"))
+
+
+def _sparse_values(entries: Any, where: str) -> Values:
+    """One sparse embedding as vocabulary id -> value (checked by the reader; an id given twice: AnswerError)."""
+    found = {entry["index"]: float(entry["value"]) for entry in entries}
+    if len(found) != len(entries):
+        raise AnswerError(f"{where} gives an index twice")
+    return Values("sparse", found)
 
 
 def _embed_all_answer(doc: Any) -> ParsedAnswer:
@@ -117,9 +130,14 @@ def _similarity_answer(doc: Any) -> ParsedAnswer:
     """`number[]`: one similarity per sentence."""
     if not isinstance(doc, list):
         raise AnswerError("answer is not a JSON list")
-    for i, value in enumerate(doc):
-        finite_number(value, f"similarity {i}")
-    return ParsedAnswer(len(doc), None)
+    scores = [finite_number(value, f"similarity {i}") for i, value in enumerate(doc)]
+    return ParsedAnswer(len(doc), None, values=lambda position, _body: _whole(scores, position))
+
+
+def _whole(scores: list[float], position: int) -> Values:
+    if position >= 0:
+        raise AnswerError("a similarity answer holds its sentences' scores, not items")
+    return Values("scores", scores)
 
 
 # A batch is a list of one-text lists: a bare list of two strings would be one pair to classify.

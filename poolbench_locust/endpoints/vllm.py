@@ -12,9 +12,13 @@ from poolbench_locust.endpoints.spec import (
     VLLM_TRUNCATION,
     Endpoint,
     Inputs,
+    ParsedAnswer,
     data_answer,
     dimensions_field,
+    item_values,
+    items_of,
     model_field,
+    probability_values,
     results_answer,
 )
 from poolbench_locust.options import Settings
@@ -137,11 +141,18 @@ SCORE = Endpoint(
     truncation=VLLM_TRUNCATION,
 )
 
+
+def _classify_answer(doc: Any) -> ParsedAnswer:
+    """`{"data": [{"index", "label", "probs", "num_classes"}], "usage"}`: one item per input, in order."""
+    data = items_of(doc, "data")
+    return ParsedAnswer(len(data), values=item_values(data, probability_values, "data"))
+
+
 CLASSIFY = Endpoint(
     route="/classify",
     shape="texts",
     body=lambda x, s: {**model_field(s), "input": list(x.texts)},
-    answer=data_answer(None),
+    answer=_classify_answer,
     truncation=VLLM_TRUNCATION,
 )
 

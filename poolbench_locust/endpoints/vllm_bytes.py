@@ -17,7 +17,16 @@ import orjson
 
 from poolbench_locust import lazyjson
 from poolbench_locust.endpoints.forms import SERVER_HEADERS, JsonForm, StreamedForm
-from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer, token_count
+from poolbench_locust.endpoints.spec import (
+    AnswerError,
+    AnswerForm,
+    Endpoint,
+    ParsedAnswer,
+    Raw,
+    Values,
+    ValuesOf,
+    token_count,
+)
 from poolbench_locust.options import Settings
 from poolbench_locust.wire import DTYPE_SIZES, ENDIANNESS, METADATA_HEADER
 
@@ -62,6 +71,7 @@ class BytesForm(StreamedForm):
         self._validate = settings.validate
         self._check_vectors = settings.check_vectors
         self._dtype = settings.embed_dtype
+        self._endianness = settings.endianness
         self._width = DTYPE_SIZES[settings.embed_dtype]
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
@@ -69,7 +79,32 @@ class BytesForm(StreamedForm):
         return (first_vector_size(meta) if self._check_vectors else 0), meta
 
     def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
-        return SERVER_HEADERS.read(headers, self.judge(note, body, size, expected))
+        answer = SERVER_HEADERS.read(headers, self.judge(note, body, size, expected))
+        answer.values = self._values(headers)
+        return answer
+
+    def _values(self, headers: Any) -> ValuesOf:
+        """An item's values from the kept body, where the metadata header says they are (read anew, every
+        item: the first reading kept only the offsets' sum)."""
+
+        def values(position: int, body: bytes | None) -> Values:
+            if body is None:
+                raise ValueError("the binary body was not kept")
+            items = metadata(headers, each_item=True)["data"]
+            if not 0 <= position < len(items) or not isinstance(item := items[position], Mapping):
+                raise AnswerError(f"metadata has no item {position}")
+            start, end = item.get("start"), item.get("end")
+            if type(start) is not int or type(end) is not int or not 0 <= start <= end <= len(body):
+                raise AnswerError(f"metadata item {position} has offsets outside the body")
+            dtype, endianness = item.get("embed_dtype", self._dtype), item.get("endianness") or self._endianness
+            raw = body[start:end]
+            if not self._token_level:
+                return Values("vectors", Raw(raw, dtype, endianness))
+            shape = item.get("shape")
+            width = shape[1] if isinstance(shape, list) and len(shape) == 2 and type(shape[1]) is int else 1
+            return Values("rows", Raw(raw, dtype, endianness, width))
+
+        return values
 
     def judge(self, meta: Mapping[str, Any], head: bytes, size: int, expected: int) -> ParsedAnswer:
         """The metadata against the body: its items, their offsets (and shapes, token-level), its usage."""
@@ -181,6 +216,22 @@ class RawForm(StreamedForm):
         self._dtype = settings.embed_dtype
         self._endianness = settings.endianness
         self._width = DTYPE_SIZES[settings.embed_dtype]
+        self._values = self.values_at  # bound once: an answer is given it, never a new closure
+        if token_level:
+            self.not_compared = "a token-level bytes_only body does not say where each input's rows begin"
+
+    def values_at(self, position: int, body: bytes | None) -> Values:
+        """Item `position`'s vector from the kept body: the raw values cut at the learned dimension. A
+        token-level body has no boundaries between its inputs' rows: not compared (ValueError)."""
+        if body is None:
+            raise ValueError("the binary body was not kept")
+        if self._token_level:
+            raise ValueError("a bytes_only token-level body does not say where each input's rows begin")
+        dims, width = self.dims, self._width
+        if not dims or position < 0 or len(body) < (position + 1) * dims * width:
+            raise AnswerError(f"the bytes_only body holds no vector {position}")
+        vector = body[position * dims * width : (position + 1) * dims * width]
+        return Values("vectors", Raw(vector, self._dtype, self._endianness))
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         if not self._check_vectors:
@@ -191,7 +242,7 @@ class RawForm(StreamedForm):
         return (min(known * self._width, VECTOR_HEAD_LIMIT) if known else VECTOR_HEAD_LIMIT), None
 
     def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
-        answer = ParsedAnswer(expected, client_counted=True)
+        answer = ParsedAnswer(expected, client_counted=True, values=self._values)
         if not self._validate:
             return answer
         width = self._width

@@ -92,12 +92,15 @@ def read_body(
     head: int = 0,
     limit: int | None = None,
     max_kept: int | None = None,
+    spare: bool = False,
 ) -> Body:
     """Read the body of a streamed FastResponse to its end, then stop the clock.
 
     A kept body larger than `max_kept` (after inflating) fails; with `limit`, reading stops after that
     many bytes (after inflating) and the connection is dropped: enough of an error page for its message.
-    `exchange` is the request's, whose deadline ends the read however fast the bytes come.
+    `exchange` is the request's, whose deadline ends the read however fast the bytes come. `spare`: the body
+    is kept only if it can be (a binary body kept for the consistency check): past `max_kept` it is dropped,
+    `data` None, instead of a failure.
     """
     raw = resp._response
     parts: list[bytes] = []
@@ -109,12 +112,14 @@ def read_body(
         decoder = _decoder(resp)
         declared = _declared_length(resp)
         if keep and max_kept is not None and declared is not None and decoder is None and declared > max_kept:
-            raise BadResponse(too_large(max_kept, False))
-        if keep and decoder is None and limit is None and not head and declared is not None:
+            if not spare:
+                raise BadResponse(too_large(max_kept, False))
+            keep = False
+        if keep and decoder is None and limit is None and declared is not None:
             # A JSON body of a known, bounded length, to parse whole: one read() to the end, into
             # geventhttpclient's own buffer, saves a copy per chunk and the join (a third of the cost of 700 kB).
             data = read()
-            return Body(raw.body_bytes, len(data), data, b"", perf_counter())
+            return Body(raw.body_bytes, len(data), data, data[:head] if head else b"", perf_counter())
         if not keep and decoder is None and limit is None:
             first = _drain(raw, exchange, head)
             return Body(raw.body_bytes, raw.body_bytes, None, first, perf_counter())
@@ -129,8 +134,11 @@ def read_body(
                 size += len(piece)
                 if keep:
                     if max_kept is not None and size > max_kept:
-                        raise BadResponse(too_large(max_kept, decoder is not None))
-                    parts.append(piece)
+                        if not spare:
+                            raise BadResponse(too_large(max_kept, decoder is not None))
+                        keep, parts = False, []  # kept for a comparison only: dropped, the request stands
+                    else:
+                        parts.append(piece)
                 if len(first) < head:
                     first += piece[: head - len(first)]
                 if limit is not None and size >= limit:

@@ -152,25 +152,9 @@ def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
 
 
 def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token_rows: bool) -> str | None:
-    """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: they
-    are, when they are JSON float or base64 vectors of texts, or a rerank's or score's scores."""
-    if form.content_type != JSON:
-        return f"answers in {form.content_type} are not compared yet"
-    if settings.embedding_type is not None:
-        return "packed --embedding-type answers are not compared yet"
-    if token_rows:
-        return "token-level answers are not compared yet"
-    if settings.images:
-        return "answers to images are not compared yet"
-    if endpoint.shape == "pairs":
-        return None
-    if endpoint.shape != "texts":
-        return "chat answers are not compared yet"
-    if not endpoint.vectors:
-        return "answers without dense vectors (classify, sparse, similarity) are not compared yet"
-    if settings.encoding_format not in ("float", "base64"):
-        return f"{settings.encoding_format} answers are not compared yet"
-    return None
+    """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: every
+    form's answers are (engine/answer_values.py), but those whose form says why not (AnswerForm.not_compared)."""
+    return form.not_compared
 
 
 def token_level(endpoint: Endpoint, settings: Settings) -> bool:

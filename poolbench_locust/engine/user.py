@@ -24,7 +24,7 @@ from locust.exception import CatchResponseError, StopUser
 
 from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer
 from poolbench_locust.engine import answer_checks, failure_messages
-from poolbench_locust.engine.answer_values import answer_values
+from poolbench_locust.engine.answer_values import Wanted, answer_values
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
 from poolbench_locust.engine.plan import Plan, plan_for
@@ -298,7 +298,10 @@ class EndpointUser(FastHttpUser):
                     body.wire_bytes,
                     f"wrong content type: expected {form.content_type}, got {content_type or 'none'}",
                 )
-            answer, data = self._answer(plan, form, resp, req)
+            # Whether this answer is compared is decided before its body is read: a binary form's sampled
+            # body is then kept whole. `req.refs`: the one test every other request costs.
+            sampled = req.refs and plan.comparisons.take()
+            answer, data = self._answer(plan, form, resp, req, sampled)
             what = "results" if plan.endpoint.shape == "pairs" else "embeddings"
             answer_checks.judge(answer, data, req, plan.settings, what, plan.token_rows, context)
         except BadResponse as e:  # a check that failed after the whole body came counts all its bytes
@@ -320,12 +323,19 @@ class EndpointUser(FastHttpUser):
             tokens, source = req.client_tokens, plan.client_token_source
         context["input_tokens"] = tokens
         context["token_source"] = source
-        if req.refs and plan.comparisons.take():  # `req.refs`: the one test every other request costs
-            try:
-                context["answers"] = answer_values(answer, req.refs, plan.settings)
-            except ValueError as e:  # an answer the checks let through (--no-validate): compared with nothing
-                logger.debug("a reference input's values could not be read: %s", e)
+        if sampled:
+            self._values(plan, req, answer, context)
         return received, None
+
+    def _values(self, plan: Plan, req: PreparedRequest, answer: ParsedAnswer, context: RequestContext) -> None:
+        """The values of the reference inputs the request carried, into the event's context."""
+        rows = plan.token_rows
+        wanted = Wanted(plan.settings, rows is not None, rows.hidden() if rows is not None else None)
+        kept = self._body.data if self._body is not None and not plan.form.keeps_body else None
+        try:
+            context["answers"] = answer_values(answer, req.refs, wanted, kept)
+        except ValueError as e:  # an answer the checks let through (--no-validate), a body too large to keep
+            logger.debug("a reference input's values could not be read: %s", e)
 
     def _said_uncounted(self, plan: Plan) -> None:
         said = _UNCOUNTED_ROUTES.of(self.environment)
@@ -344,9 +354,12 @@ class EndpointUser(FastHttpUser):
         self._body = read_body(resp, self._exchange, **how)
         return self._body
 
-    def _answer(self, plan: Plan, form: AnswerForm, resp: Any, req: PreparedRequest) -> tuple[ParsedAnswer, bytes]:
+    def _answer(
+        self, plan: Plan, form: AnswerForm, resp: Any, req: PreparedRequest, sampled: Any
+    ) -> tuple[ParsedAnswer, bytes]:
         """Read the body as its form says (kept whole, or streamed and dropped but for its head), then the
-        answer from it: (the answer, the JSON body or b"")."""
+        answer from it: (the answer, the JSON body or b""). A `sampled` answer of a form that drops its body
+        keeps it too (up to --max-body-mb; past it, dropped and not compared), for its values."""
         headers = resp.headers
         try:
             if form.keeps_body:
@@ -358,7 +371,10 @@ class EndpointUser(FastHttpUser):
                 head, note = form.head(headers, rows.hidden() if rows is not None else None)
             except AnswerError as e:  # still a whole request: its time and bytes include the body
                 raise BadResponse(str(e), self._read(resp, keep=False).wire_bytes) from None
-            body = self._read(resp, keep=False, head=head)
+            if sampled:
+                body = self._read(resp, keep=True, head=head, max_kept=plan.max_kept, spare=True)
+            else:
+                body = self._read(resp, keep=False, head=head)
             return form.read(headers, note, body.head, body.size, req.expected_items), b""
         except AnswerError as e:
             raise BadResponse(str(e)) from None

@@ -93,8 +93,10 @@ def flipped(call: Call, scores: list[T], key: Callable[[T], float] | None = None
     return swapped
 
 
-def label_scores(prompt: Any) -> list[dict[str, Any]]:
-    p = score(prompt)
+def label_scores(prompt: Any, drift: bool = False) -> list[dict[str, Any]]:
+    """The labels' scores of a prompt, highest first; `drift`: the two probabilities swapped (the label
+    changes, the largest probability difference is |1 - 2p|)."""
+    p = 1 - score(prompt) if drift else score(prompt)
     return sorted(({"score": p, "label": LABELS[1]}, {"score": 1 - p, "label": LABELS[0]}), key=lambda r: -r["score"])
 
 

@@ -106,6 +106,12 @@ def kinds(call: Call, inputs: Sequence[Any]) -> list[vectors.Kind]:
     return each
 
 
+def drifting(call: Call, inputs: Sequence[Any]) -> list[bool]:
+    """Whether each input's answer drifts (--drift-above under load, --cache-drift on a repeat), for the
+    answers that hold no vector: a classification's probabilities swapped, a sparse vector turned (`kinds`)."""
+    return [k == "drift" for k in kinds(call, inputs)]
+
+
 def each_of(each: list[vectors.Kind], make: Callable[[vectors.Kind], T]) -> list[T]:
     """`make(kind)` for each kind, made once per kind: an answer's vectors stay a few shared objects."""
     made = {k: make(k) for k in set(each)}

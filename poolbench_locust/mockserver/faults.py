@@ -40,6 +40,9 @@ answered to their last byte, the one being answered among them.
 - --drift-above N: while more than N are in flight, every vector of a vector route's answer (the routes
   of zero-vectors, every encoding, /pooling's and /embed_all's token rows too) is the drifted one
   (vectors.py: cosine 1891/2080 with the honest one); N or fewer: the honest answer, byte for byte.
+  Answers that hold no dense vector drift too: a classification's two probabilities swap (/classify,
+  Infinity's /classify, TEI's /predict: its label changes), a sparse embedding's first value is negated
+  (TEI's /embed_sparse); packed answers are the drifted vector packed.
 - --cache-drift: an input answered before (the same text, token ids or conversation) gets the drifted
   vector; its first answer is honest. `Answered` remembers the last ANSWERED_KEPT inputs.
 - --flip-above N: while more than N are in flight, the two highest scores of a ranking (/rerank in every

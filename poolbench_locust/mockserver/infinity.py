@@ -10,7 +10,7 @@ from typing import Any
 
 from poolbench_locust.mockserver import image_inputs, packed
 from poolbench_locust.mockserver.answers import Ranking, chars, embed, label_scores, new_id, prompts, usage
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, kept, model, required
+from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, drifting, kept, model, required
 from poolbench_locust.mockserver.reply import Reply
 from poolbench_locust.wire import count_prompts
 
@@ -60,9 +60,10 @@ def rerank(call: Call, ranking: Ranking) -> AnswerDraft:
 def classify(call: Call) -> AnswerDraft:
     inputs = prompts(required(call, "input"), "input")
     tokens = _tokens(call, inputs)
+    answered = kept(call, inputs)
     doc = {
         "object": "classify",
-        "data": [label_scores(p) for p in kept(call, inputs)],
+        "data": [label_scores(p, d) for p, d in zip(answered, drifting(call, answered), strict=True)],
         "model": model(call),
         "usage": usage(tokens),
         "id": new_id("infinity"),

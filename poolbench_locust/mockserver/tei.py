@@ -20,7 +20,17 @@ from poolbench_locust.mockserver.answers import (
     prompts,
     score,
 )
-from poolbench_locust.mockserver.calls import AnswerDraft, BadRequest, Call, Handler, dim, kept, per_input, required
+from poolbench_locust.mockserver.calls import (
+    AnswerDraft,
+    BadRequest,
+    Call,
+    Handler,
+    dim,
+    drifting,
+    kept,
+    per_input,
+    required,
+)
 from poolbench_locust.mockserver.metrics import Ended, Metric, Page, each_request, waiting
 from poolbench_locust.mockserver.reply import Reply, error_reply
 from poolbench_locust.wire import TEI_TOKENS_HEADER, count_prompt, count_prompts, count_words
@@ -112,14 +122,15 @@ def predict(call: Call) -> AnswerDraft | Reply:
     if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], str)):
         sequence = [inputs] if isinstance(inputs, str) else _predict_sequence(inputs)
         sequences = [sequence]
-        doc: Any = kept(call, label_scores("\x00".join(sequence)))
+        doc: Any = kept(call, label_scores("\x00".join(sequence), drifting(call, [sequence])[0]))
     else:
         if not isinstance(inputs, list) or not inputs:
             raise BadRequest("'inputs' must not be empty")
         sequences = [_predict_sequence(v) for v in inputs]
         if (refused := _batch_refused(len(sequences))) is not None:
             return refused
-        doc = [label_scores("\x00".join(q)) for q in kept(call, sequences)]
+        answered = kept(call, sequences)
+        doc = [label_scores("\x00".join(q), d) for q, d in zip(answered, drifting(call, answered), strict=True)]
     texts = [t for q in sequences for t in q]
     tokens = sum(count_words(t) for t in texts)
     headers = _headers(call, tokens, sum(len(t) for t in texts))
@@ -130,10 +141,14 @@ def predict(call: Call) -> AnswerDraft | Reply:
 def embed_sparse(call: Call, inputs: list[Any]) -> tuple[Any, int]:
     tokens = count_prompts(inputs)
     doc = []
-    for prompt in kept(call, inputs):
+    answered = kept(call, inputs)
+    for prompt, drift in zip(answered, drifting(call, answered), strict=True):
         seed = zlib.crc32(orjson.dumps(prompt))
         entries = max(1, min(SPARSE_ENTRIES, count_prompt(prompt)))
-        doc.append([{"index": (seed + 7919 * k) % 30522, "value": 0.125 * (k + 1)} for k in range(entries)])
+        entry = [{"index": (seed + 7919 * k) % 30522, "value": 0.125 * (k + 1)} for k in range(entries)]
+        if drift:  # turned away: its first value negated, as the drifted dense vector's
+            entry[0]["value"] = -entry[0]["value"]
+        doc.append(entry)
     if doc and call.fault == "sparse-bad-index":
         doc[-1][-1]["index"] = -1
     return doc, tokens

@@ -39,6 +39,7 @@ from poolbench_locust.mockserver.calls import (
     Call,
     Handler,
     dim,
+    drifting,
     kept,
     model,
     per_input,
@@ -279,8 +280,9 @@ def classify(call: Call) -> AnswerDraft:
     inputs = prompts(required(call, "input"), "input")
     tokens = _tokens(call, [count_prompt(p) for p in inputs])
     data = []
-    for i, prompt in enumerate(kept(call, inputs)):
-        p = score(prompt)
+    answered = kept(call, inputs)
+    for i, (prompt, drift) in enumerate(zip(answered, drifting(call, answered), strict=True)):
+        p = 1 - score(prompt) if drift else score(prompt)  # a drifted classifier: the probabilities swapped
         data.append({"index": i, "label": LABELS[p >= 0.5], "probs": [1 - p, p], "num_classes": len(LABELS)})
     return listed(call, "classify", data, tokens, len(inputs))
 

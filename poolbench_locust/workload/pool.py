@@ -147,11 +147,14 @@ def request_pool(
     return pool
 
 
-def reference_input(endpoint: Endpoint, inputs: Inputs) -> str | dict[str, Any]:
+def reference_input(endpoint: Endpoint, inputs: Inputs) -> str | dict[str, Any] | None:
     """The input a reference answers, as a reference file (consistency/reference_file.py) writes it: the text
-    embedded; for a pairs-shaped endpoint the query and its documents."""
+    embedded; for a pairs-shaped endpoint the query and its documents. None for a conversation or an input
+    with images: no reference file holds those."""
     if endpoint.shape == "pairs":
         return {"query": inputs.query, "documents": list(inputs.texts)}
+    if endpoint.shape == "chat" or inputs.images:
+        return None
     return inputs.texts[0]
 
 
@@ -169,15 +172,38 @@ def _with_reference(
     """The request, marked with the reference it carries, if any (a new one while fewer than
     --consistency-inputs are chosen); a new reference's own request appended to `references`, its input to
     `reference_inputs`."""
-    pairs = endpoint.shape == "pairs"
-    key: Any = request.body if pairs else inputs.texts[0]
+    key, alone = _reference_of(endpoint, inputs, request)
     if (ref_id := known.get(key)) is None:
         if len(references) >= settings.consistency_inputs:
             return request
         ref_id = known[key] = len(references)
-        references.append(
-            request if pairs else prepare(endpoint, settings, Inputs((inputs.texts[0],)), counter, fields)
-        )
+        references.append(request if alone is None else prepare(endpoint, settings, alone, counter, fields))
         if reference_inputs is not None:
             reference_inputs.append(reference_input(endpoint, inputs))
-    return replace(request, refs=((-1 if pairs else 0, ref_id),))
+    return replace(request, refs=((-1 if endpoint.shape == "pairs" else 0, ref_id),))
+
+
+def _reference_of(endpoint: Endpoint, inputs: Inputs, request: PreparedRequest) -> tuple[Any, Inputs | None]:
+    """(what identifies the request's reference input, the inputs of its reference request alone; None: the
+    request is its own reference). A query with its documents, one chat conversation, a conversation of
+    every text and its images (/pooling): the whole request, one answer. A batch of conversations: its first
+    conversation alone, with its images. Texts: the first text alone, with its images (the first image
+    alone where each image is an input of its own)."""
+    if endpoint.shape == "pairs" or (endpoint.shape == "chat" and not inputs.conversations):
+        return request.body, None
+    if endpoint.shape == "chat":
+        conversation = inputs.conversations[0]
+        own = inputs.images[:1]
+        texts = tuple(m["content"] for m in conversation if isinstance(m.get("content"), str))
+        key = orjson.dumps([list(conversation), list(own)], option=orjson.OPT_SORT_KEYS)
+        return key, Inputs(texts, messages=conversation, images=own)
+    if inputs.images:
+        if endpoint.images == "chat":
+            return request.body, None
+        if endpoint.images == "alone":
+            if (first := next((url for urls in inputs.images for url in urls), None)) is None:
+                return request.body, None
+            return ("image", first), Inputs(("",), images=((first,),))
+        own = inputs.images[:1]
+        return (inputs.texts[0], own), Inputs(inputs.texts[:1], images=own)
+    return inputs.texts[0], Inputs(inputs.texts[:1])
