@@ -19,7 +19,6 @@ from poolbench_locust.consistency.state import Consistency
 from poolbench_locust.endpoints import infinity, kserve, nim, sglang, tei, vllm, vllm_bytes
 from poolbench_locust.endpoints.spec import Raw, Values
 from poolbench_locust.engine.answer_values import Wanted, answer_values
-from poolbench_locust.engine.plan import not_compared
 from poolbench_locust.options import Settings
 from tests.support.locust_run import CONSISTENCY_ON, run_locust
 
@@ -259,7 +258,6 @@ def test_each_kind_takes_its_measure():
 
 def test_only_a_token_level_bytes_only_body_is_not_compared():
     token_level = vllm_bytes.RawForm(S, True)
-    assert not_compared(vllm.POOLING, S, token_level, True) == token_level.not_compared is not None
     assert "rows begin" in str(token_level.not_compared)
-    assert not_compared(vllm.POOLING, S, vllm_bytes.RawForm(S, False), False) is None
-    assert not_compared(tei.TEI_PREDICT, S, vllm_bytes.forms(vllm.EMBEDDINGS, S, False), False) is None
+    assert vllm_bytes.RawForm(S, False).not_compared is None
+    assert vllm_bytes.forms(vllm.EMBEDDINGS, S, False).not_compared is None

@@ -47,8 +47,15 @@ def compare_values(kind: str, reference: Any, got: Any) -> Comparison:
 
 
 def on_request(environment: Environment, state: Consistency, ship: bool) -> Any:
+    def skip(name: str, why: object) -> None:
+        state.skipped += 1
+        if state.skipped == 1:
+            logger.warning("consistency: an answer of %s could not be compared: %s", name, why)
+
     def compare(name: str = "", exception: Any = None, context: Any = None, **_: Any) -> None:
         if exception is not None or not context or (answers := context.get("answers")) is None:
+            if context and (why := context.get("answers_unread")) is not None and name in state.references:
+                skip(name, why)
             return
         references = state.references.get(name)
         if references is None:
@@ -63,9 +70,7 @@ def on_request(environment: Environment, state: Consistency, ship: bool) -> Any:
                     raise ValueError(f"its values are {got_kind}, its reference's {kind}")
                 comparison = compare_values(kind, reference, got)
             except ValueError as e:
-                state.skipped += 1
-                if state.skipped == 1:
-                    logger.warning("consistency: an answer of %s could not be compared: %s", name, e)
+                skip(name, e)
                 continue
             state.add(name, comparison, ship)
 

@@ -34,3 +34,6 @@ class RequestContext(TypedDict, total=False):
     """(reference id, the values answered for it) of each reference input the request carried
     (PreparedRequest.refs; engine/answer_values.py): a vector's floats, or a rerank's or score's scores in the
     documents' order. Only on a request that carries one and was answered well (docs/consistency.md)."""
+    answers_unread: str
+    """Why the values of a request's reference inputs could not be read (an answer the checks let through with
+    --no-validate, a binary body larger than --max-body-mb): not compared, counted as skipped."""

@@ -151,12 +151,6 @@ def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
         )
 
 
-def not_compared(endpoint: Endpoint, settings: Settings, form: AnswerForm, token_rows: bool) -> str | None:
-    """Why this plan's answers are not compared with reference answers (docs/consistency.md), or None: every
-    form's answers are (engine/answer_values.py), but those whose form says why not (AnswerForm.not_compared)."""
-    return form.not_compared
-
-
 def token_level(endpoint: Endpoint, settings: Settings) -> bool:
     """Whether the answers hold one row per input token: a token-level task, or a route that only answers so."""
     return endpoint.token_rows or settings.pooling_task in TOKEN_POOLING_TASKS
@@ -210,7 +204,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         references: list[PreparedRequest] | None = None
         reference_inputs: list[Any] = []
         if not settings.no_consistency and settings.consistency_inputs:
-            if (why := not_compared(endpoint, settings, form, rows is not None)) is None:
+            if (why := form.not_compared) is None:  # the form says why its answers cannot be compared
                 references = []
             elif (said := ("consistency", f"{user_class.__name__} {route}")) not in (warned or set()):
                 if warned is not None:
