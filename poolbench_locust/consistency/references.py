@@ -297,12 +297,13 @@ def _dimension_check(environment: Environment, state: Consistency, taking: Takin
             return
         if (pending := taking.pending.pop(name, None)) is None:
             return
-        got = len(answers[0][1])
-        if got == pending.dimension:
+        values = answers[0][1]  # Values(kind, data): the answer's values with their kind (endpoints/spec.py)
+        got = f"{len(values.data)} values" if values.kind == "vectors" else f"{values.kind}, not a vector"
+        if got == f"{pending.dimension} values":
             state.references[name] = pending.found
             return
         logger.error(
-            "%s: %s line %d: %s's reference vectors have %d values; the server answers %d: not compared%s",
+            "%s: %s line %d: %s's reference vectors have %d values; the server answers %s: not compared%s",
             reference_file.OPTION,
             taking.path,
             pending.line,
