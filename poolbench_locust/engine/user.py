@@ -300,7 +300,7 @@ class EndpointUser(FastHttpUser):
                 )
             # Whether this answer is compared is decided before its body is read: a binary form's sampled
             # body is then kept whole. `req.refs`: the one test every other request costs.
-            sampled = req.refs and plan.comparisons.take()
+            sampled = plan.comparisons.take() if req.refs else False
             answer, data = self._answer(plan, form, resp, req, sampled)
             what = "results" if plan.endpoint.shape == "pairs" else "embeddings"
             answer_checks.judge(answer, data, req, plan.settings, what, plan.token_rows, context)
@@ -355,7 +355,7 @@ class EndpointUser(FastHttpUser):
         return self._body
 
     def _answer(
-        self, plan: Plan, form: AnswerForm, resp: Any, req: PreparedRequest, sampled: Any
+        self, plan: Plan, form: AnswerForm, resp: Any, req: PreparedRequest, sampled: bool
     ) -> tuple[ParsedAnswer, bytes]:
         """Read the body as its form says (kept whole, or streamed and dropped but for its head), then the
         answer from it: (the answer, the JSON body or b""). A `sampled` answer of a form that drops its body
