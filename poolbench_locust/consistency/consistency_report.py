@@ -18,6 +18,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
+from poolbench_locust.consistency import gates
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
 from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
@@ -80,7 +81,7 @@ def _merge(state: Consistency, client_id: str, shipped: Any) -> None:
         except ValueError as e:
             logger.error("consistency: worker %s's tally of %r refused: %s", client_id, str(name)[:100], e)
             continue
-        state.tallies.setdefault(str(name)[:1000], Tally()).merge(tally)
+        state.merge(str(name)[:1000], tally)
 
 
 def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
@@ -121,7 +122,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:
-        state.reset()
+        state.restart()
         if not master:
             sent = take_references(environment)
             if worker:  # after the master's test_start, where the server metrics' scrape begins: reconciled
@@ -182,5 +183,6 @@ def json_section(sections: list[JsonSection], **_: Any) -> None:
 
 def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
+    gates.setup(events)  # after on_init: the references' listeners first; the gates' start check after start_checks'
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)
