@@ -53,8 +53,8 @@ def _judged(state: Consistency) -> Iterator[tuple[str | None, dict[str, Tally]]]
 
 
 def drifted(state: Consistency, failing: Callable[[dict[str, Any]], float | None]) -> dict[str, tuple[str, float, int]]:
-    """Each name with a figure that fails: (where first: a window's label or "the run", the figure there, the
-    answers compared there)."""
+    """Each name with a figure that fails: (where first: "at <a window's label>" or "over the run", the figure
+    there, the answers compared there)."""
     found: dict[str, tuple[str, float, int]] = {}
     for label, tallies in _judged(state):
         for name in sorted(tallies):
@@ -62,7 +62,7 @@ def drifted(state: Consistency, failing: Callable[[dict[str, Any]], float | None
                 continue
             figures = tallies[name].figures()
             if (value := failing(figures)) is not None:
-                found[name] = (label or "the run", value, figures["compared"])
+                found[name] = (f"at {label}" if label else "over the run", value, figures["compared"])
     return found
 
 
@@ -80,7 +80,7 @@ def gate_lines(state: Consistency, settings: Settings) -> list[str]:
     if (floor := settings.check_min_cosine) is not None:
         gates.append((f"--check-min-cosine {_number(floor)}", cosine_below(floor), "cosine {:.6f} < " + str(floor)))
     if (ceiling := settings.check_max_top1_changed) is not None:
-        text = "top-1 changed in {:.1%} of answers > " + f"{ceiling:.1%}"
+        text = "top-1 changed in {:.1f} % of answers > " + f"{100 * ceiling:g} %"
         gates.append((f"--check-max-top1-changed {_number(ceiling)}", top1_above(ceiling), text))
     if not gates:
         return []
@@ -92,9 +92,8 @@ def gate_lines(state: Consistency, settings: Settings) -> list[str]:
     lines = []
     for gate, failing, said in gates:
         for name, (where, value, compared) in drifted(state, failing).items():
-            lines.append(
-                f"{gate}: the answers of {name} drifted at {where}: {said.format(value)} ({compared:,} compared)"
-            )
+            shown = said.format(100 * value if "%" in said else value)
+            lines.append(f"{gate}: the answers of {name} drifted {where}: {shown} ({compared:,} compared)")
     return lines
 
 
