@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from devsupport.ports import free_port
 from poolbench_locust.capacity.probes import Probe, judge
 from poolbench_locust.consistency.gates import gate_lines
 from poolbench_locust.consistency.measures import compare_scores, compare_vectors
@@ -89,6 +90,21 @@ def test_a_users_sweep_shows_the_step_where_answers_drift_and_the_gate_names_it(
     assert (
         float(rows[2]["Cosine Min"]) == pytest.approx(DRIFTED_COSINE, abs=1e-6) and rows[2]["Top-1 Changed Ratio"] == ""
     )
+
+
+def test_with_two_workers_the_master_s_steps_hold_their_workers_comparisons(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "4")
+    port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
+    dist = ("--processes", "2", "--master-bind-port", port, "--master-port", port)
+    sweep = ("--sweep-users", "2,8", "--sweep-step-time", "4", "--check-min-cosine", "0.99")
+    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, *sweep, *dist, run_time="30s", code=3)
+    assert document["run"]["runner"] == "master"
+    low, high = (s["consistency"][TOTAL] for s in document["sweep"]["steps"])
+    assert low["compared"] > 0 and low["identical_ratio"] == 1.0
+    assert high["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)
+    assert low["compared"] + high["compared"] <= document["consistency"][TOTAL]["compared"]
+    [line] = failed_checks(result.stderr)
+    assert "the answers of /v1/embeddings drifted at sweep step 2 (8 users): " in line
 
 
 def test_at_one_user_the_same_server_passes_the_gate(mock_server_factory, tmp_path):
@@ -184,8 +200,8 @@ def test_find_capacity_with_a_cosine_term_answers_below_the_load_where_drift_beg
         ),
         (
             "embeddings.py",
-            ("--slo", "e2e_ms=500,cosine=0.99"),
-            "--slo: cosine= judges each probe of --find-capacity",
+            ("--check-min-cosine", "0.99", "--slo", "e2e_ms=500,top1_changed=0.1"),
+            "--slo: top1_changed= judges each probe of --find-capacity",
         ),
     ],
 )

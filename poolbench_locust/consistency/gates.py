@@ -141,11 +141,12 @@ def start_error(environment: Environment) -> str | None:
     if settings.no_consistency or not settings.consistency_inputs:
         off = "--no-consistency" if settings.no_consistency else "--consistency-inputs 0"
         return str(OptionError(option, f"{subject} judges answers compared with their reference: {off} turns that off"))
-    if option == "--slo" and not settings.find_capacity:
+    on_slo = [_said(flag)[1] for flag, _ in terms if flag.startswith("--slo")]
+    if on_slo and not settings.find_capacity:
         return str(
             OptionError(
                 "--slo",
-                f"{subject} judges each probe of --find-capacity (a figure of many answers, not of one request); "
+                f"{on_slo[0]} judges each probe of --find-capacity (a figure of many answers, not of one request); "
                 "for the whole run give --check-min-cosine or --check-max-top1-changed",
             )
         )
