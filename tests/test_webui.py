@@ -73,7 +73,8 @@ def test_a_new_run_starts_every_pooling_figure_from_zero(web_ui: WebUI, mock_ser
         (
             "slo",
             "bogus",
-            "--slo: must be KEY=MS pairs separated by commas, KEY one of e2e_ms, ttfb_ms, transfer_ms; got 'bogus'",
+            "--slo: must be KEY=MS pairs separated by commas, KEY one of e2e_ms, ttfb_ms, transfer_ms (or the answers' "
+            "cosine=X in (-1, 1], top1_changed=R in [0, 1]); got 'bogus'",
         ),
         (
             "server_metrics",

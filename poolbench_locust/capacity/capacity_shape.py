@@ -20,6 +20,7 @@ from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judg
 from poolbench_locust.capacity.repeated import Searches
 from poolbench_locust.capacity.report import Outcome, probe_sheet
 from poolbench_locust.capacity.search import Search
+from poolbench_locust.consistency.state import consistency_of
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.checks import EXIT_CODE
@@ -187,12 +188,16 @@ class CapacityShape(LoadTestShape):
             if cpu is not None:
                 cpu.start()
             before = self._mark()
+            # The answers compared from now are this probe's, as its counters' differences are: the settle
+            # period's are in no probe's window (the workers' reports were flushed into the mark's figures).
+            consistency_of(self.environment).open_window(self.label(number, rate))
             end = time.monotonic() + step
             while (left := end - time.monotonic()) > 0:
                 gevent.sleep(min(1.0, left))
                 if cpu is not None:
                     cpu.tick()
             after = self._mark()
+            compared = consistency_of(self.environment).close_window()
             if resets == self._resets:
                 break
         # The arrivals still queued in the client are this probe's backlog: sent later, they would be the
@@ -201,7 +206,13 @@ class CapacityShape(LoadTestShape):
         probe = measure(number, rate, before, after, cpu, self._processes())
         probe.server_waiting = server_gauge(self.environment, "waiting", before.wall, after.wall)
         probe.server_running = server_gauge(self.environment, "running", before.wall, after.wall)
+        probe.consistency = compared
         return judge(probe, self.settings)
+
+    def label(self, number: int, rate: float) -> str:
+        """The probe's load, as a gate's line names it: "capacity probe 3 (40.0 requests/s)"."""
+        search = f"search {len(self.searches.outcomes)}, " if self.settings.repeat > 1 else ""
+        return f"{search}capacity probe {number} ({rate:,.1f} requests/s)"
 
     def _mark(self) -> Mark:
         """The run's counters now; on a master, once the workers' reports asked for now are in."""

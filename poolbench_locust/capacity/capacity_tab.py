@@ -17,6 +17,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import install, searches_of, shape_of, uninstall
 from poolbench_locust.capacity.report import CSV_COLUMNS, row
+from poolbench_locust.consistency.state import WINDOW_SCHEMA
 from poolbench_locust.json_sections import (
     CAPACITY_JSON,
     REPEATED_SEARCHES_JSON,
@@ -136,6 +137,7 @@ PROBE_SCHEMA = {
     "required": [
         *("rate", "sent_ratio", "attainment", "e2e_p99_ms", "limited_by", "passed"),
         *("energy_j", "power_mean_w", "energy_j_per_1m_input_tokens"),
+        "consistency",
     ],
     "properties": {
         "rate": {"type": "number"},
@@ -161,6 +163,7 @@ PROBE_SCHEMA = {
             "minimum": 0,
             "description": "energy_j per million input tokens the probe sent; null without a dcgm-exporter target",
         },
+        "consistency": WINDOW_SCHEMA,
     },
 }
 CAPACITY_SCHEMA = {

@@ -1,6 +1,7 @@
 """One probe of the search: the figures at the start and at the end of its measured window (its marks),
-and what they say: its attainment, its failure ratio, the share of its schedule the client sent, whether
-it passed, and who was the limit.
+and what they say: its attainment, its failure ratio, the share of its schedule the client sent, the
+answers compared with their reference in the window (--slo's cosine= and top1_changed=), whether it
+passed, and who was the limit.
 
 The figures are differences of the run's own counters (the pooling stats, the pacing tally), as a sweep's
 steps are: nothing is added to the per-request path."""
@@ -17,6 +18,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from poolbench_locust.capacity.probe_energy import ProbeEnergy, energy_marks, probe_energy
+from poolbench_locust.consistency.state import TOTAL
 from poolbench_locust.metrics.client_board import board_of
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
@@ -174,6 +176,9 @@ class Probe:
     """The mean of the requests waiting in the server's own queue in its scrapes during the probe (--server-metrics)."""
     energy: ProbeEnergy = field(default_factory=ProbeEnergy)
     """The GPUs' energy and mean power in the window (a dcgm-exporter target of --server-metrics)."""
+    consistency: dict[str, dict[str, Any]] | None = None
+    """The answers compared with their reference in the window: each name's figures and the total's
+    (consistency/state.py); None when none was."""
     passed: bool = False
     limited_by: str = SERVER
     why: list[str] = field(default_factory=list)
@@ -238,6 +243,26 @@ def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch |
     )
 
 
+def answers_wrong(found: dict[str, dict[str, Any]] | None, slo: Slo) -> list[str]:
+    """Why the probe's answers fail the answers' terms of --slo, a phrase a name: a compared answer's cosine
+    below `cosine`, a share of best documents changed above `top1_changed`. A probe with no answer compared
+    fails them too: nothing vouches for its answers (docs/consistency.md, Gates and load windows)."""
+    if slo.cosine is None and slo.top1_changed is None:
+        return []
+    if not found:
+        return ["no answer was compared with its reference: the answers' terms of --slo judged none"]
+    why = []
+    for name, figures in found.items():
+        if name == TOTAL:
+            continue
+        cosine, top1 = figures.get("cosine_min"), figures.get("top1_changed_ratio")
+        if slo.cosine is not None and cosine is not None and cosine < slo.cosine:
+            why.append(f"cosine {cosine:.6g} < {slo.cosine:g} for {name}")
+        if slo.top1_changed is not None and top1 is not None and top1 > slo.top1_changed:
+            why.append(f"top-1 changed in {100 * top1:.1f} % > {100 * slo.top1_changed:g} % for {name}")
+    return why
+
+
 def judge(probe: Probe, settings: Settings) -> Probe:
     """Set whether the probe passed, why not, and who was the limit."""
     assert settings.slo is not None  # --find-capacity without --slo is refused at start
@@ -253,6 +278,7 @@ def judge(probe: Probe, settings: Settings) -> Probe:
         why.append(f"{100 * fail_ratio:.1f} % failed (at most {100 * max_fail:g} %)")
     if sent_ratio is not None and sent_ratio < SENT_RATIO:
         why.append(f"the client sent {100 * sent_ratio:.1f} % of its schedule")
+    why.extend(answers_wrong(probe.consistency, slo))
     probe.passed = not why
     probe.why = why
     probe.limited_by = SERVER

@@ -139,6 +139,7 @@ class Searches:
                     "input_tokens_per_s": round(best.per_second(best.input_tokens), 1) if best else None,
                     "e2e_p50_ms": best.e2e_p50_ms if best else None,
                     "e2e_p99_ms": best.e2e_p99_ms if best else None,
+                    "consistency": best.consistency if best else None,
                 }
             )
         found = self.intervals()

@@ -13,6 +13,7 @@ from poolbench_locust.capacity import probe_energy
 from poolbench_locust.capacity.probes import CLIENT, Probe
 from poolbench_locust.charts.figures import sheet
 from poolbench_locust.charts.svg import Series, line_chart, number_label
+from poolbench_locust.consistency.state import TOTAL, WINDOW_COLUMNS, window_cells
 from poolbench_locust.metrics.table import shown_ms
 
 CSV_COLUMNS = (
@@ -40,6 +41,7 @@ CSV_COLUMNS = (
     "Limited By",
     "Why",
     *probe_energy.CSV_COLUMNS,
+    *(title for title, _ in WINDOW_COLUMNS),
 )
 CONSOLE_COLUMNS = (
     "Probe",
@@ -85,7 +87,18 @@ def row(probe: Probe) -> dict[str, Any]:
         "Limited By": probe.limited_by,
         "Why": "; ".join(probe.why),
         **probe.energy.csv_cells(),
+        **window_cells(probe.consistency),
     }
+
+
+ANSWER_COLUMNS = ("Identical %", "Cos Min")
+"""The console's columns of the answers compared in each probe, shown when any probe compared one."""
+
+
+def answer_cells(probe: Probe) -> list[str]:
+    total = (probe.consistency or {}).get(TOTAL, {})
+    identical, cosine = total.get("identical_ratio"), total.get("cosine_min")
+    return ["" if identical is None else f"{100 * identical:.1f}", "" if cosine is None else f"{cosine:.6f}"]
 
 
 QUEUE_EMPTY = 0.5
@@ -188,7 +201,8 @@ class Outcome:
         if not self.probes:
             return []
         columns = CONSOLE_COLUMNS + probe_energy.console_columns(p.energy for p in self.probes)
-        cells = [list(columns)]
+        compared = any(p.consistency for p in self.probes)
+        cells = [list(columns) + (list(ANSWER_COLUMNS) if compared else [])]
         for probe in self.probes:
             values = row(probe)
             cells.append(
@@ -200,6 +214,7 @@ class Outcome:
                     else str(values[c])
                     for c in columns
                 ]
+                + (answer_cells(probe) if compared else [])
             )
         title = (
             f"Capacity search (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; E2E in ms; "
@@ -247,6 +262,7 @@ class Outcome:
                     "limited_by": p.limited_by,
                     "why": list(p.why),
                     **p.energy.json_keys(),
+                    "consistency": p.consistency,
                 }
                 for p in self.probes
             ],

@@ -20,10 +20,10 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
-from poolbench_locust.consistency import consistency_tab, reference_agreement, references
+from poolbench_locust.consistency import consistency_tab, gates, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
-from poolbench_locust.consistency.state import FIGURES, TOTAL, Consistency, Sent, consistency_of
+from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, consistency_of
 from poolbench_locust.consistency.tally import MAX_COUNT, Tally
 from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
@@ -43,21 +43,6 @@ SENT_KEY = "poolbench_consistency_sent"
 """A worker's reference requests in its report: [requests, sequences, input tokens]."""
 HEADER = ["Name", *FIGURES]
 
-_FIGURES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["compared"],
-    "properties": {
-        "compared": {"type": "integer", "minimum": 0},
-        "identical_ratio": {"type": "number", "minimum": 0, "maximum": 1},
-        "cosine_min": {"type": "number", "minimum": -1, "maximum": 1},
-        "cosine_p01": {"type": "number", "minimum": -1, "maximum": 1},
-        "abs_diff_max": {"type": "number", "minimum": 0},
-        "top1_changed_ratio": {"type": "number", "minimum": 0, "maximum": 1},
-        "kendall_tau_min": {"type": "number", "minimum": -1, "maximum": 1},
-        "labels_changed_ratio": {"type": "number", "minimum": 0, "maximum": 1},
-        "hamming_max": {"type": "integer", "minimum": 0},
-    },
-}
 CONSISTENCY_SCHEMA = {
     "description": "Answers under load compared with their reference answers, taken alone before the users "
     "started (docs/consistency.md): each request name's figures and the total's; null when no answer was "
@@ -68,7 +53,7 @@ CONSISTENCY_SCHEMA = {
             "type": "object",
             "required": [TOTAL],
             "properties": {reference_agreement.JSON_KEY: reference_agreement.SCHEMA},
-            "additionalProperties": _FIGURES_SCHEMA,
+            "additionalProperties": FIGURES_SCHEMA,
         },
     ],
 }
@@ -84,7 +69,7 @@ def _merge(state: Consistency, client_id: str, shipped: Any) -> None:
         except ValueError as e:
             logger.error("consistency: worker %s's tally of %r refused: %s", client_id, str(name)[:100], e)
             continue
-        state.tallies.setdefault(str(name)[:1000], Tally()).merge(tally)
+        state.merge(str(name)[:1000], tally)
 
 
 def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
@@ -125,7 +110,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.test_start.add_listener
     def start(**_: Any) -> None:
-        state.reset()
+        state.restart()
         if not master:
             sent = take_references(environment)
             if worker:  # after the master's test_start, where the server metrics' scrape begins: reconciled
@@ -191,5 +176,6 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     consistency_tab.setup(events)  # the web UI's live table, under the Pooling tab's
     reference_agreement.setup(events)
+    gates.setup(events)  # after on_init: the references' listeners first; the gates' start check after start_checks'
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)

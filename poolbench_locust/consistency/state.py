@@ -1,6 +1,12 @@
-"""One process's state of the consistency check (docs/consistency.md): its references, its tallies, and
-the reference requests a worker sent that the server counts and the stats do not (the server metrics'
-reconciliation adds them to the client's side)."""
+"""One process's state of the consistency check (docs/consistency.md): its references, its tallies, the
+reference requests a worker sent that the server counts and the stats do not (the server metrics'
+reconciliation adds them to the client's side), and the load windows.
+
+A load window is a sweep step, a capacity probe's measured window or a repeat: the room that drives the
+load opens one with a label that says its load ("sweep step 3 (users 8)") and closes it at its boundary,
+as it takes Locust's stats there; its comparisons are those tallied in between (a master's: merged from
+the workers' reports as they arrive). The gates (gates.py) read the windows closed so far to say at
+what load answers first drifted."""
 
 from __future__ import annotations
 
@@ -27,6 +33,44 @@ FIGURES = (
     "hamming_max",
 )
 """The figures shown, in the order shown; each present only where it applies (Tally.figures)."""
+WINDOW_COLUMNS = (
+    ("Compared", "compared"),
+    ("Identical Ratio", "identical_ratio"),
+    ("Cosine Min", "cosine_min"),
+    ("Cosine P01", "cosine_p01"),
+    ("Abs Diff Max", "abs_diff_max"),
+    ("Top-1 Changed Ratio", "top1_changed_ratio"),
+    ("Tau Min", "kendall_tau_min"),
+    ("Labels Changed Ratio", "labels_changed_ratio"),
+    ("Hamming Max", "hamming_max"),
+)
+"""A load window's columns in its room's CSV (PREFIX_sweep.csv, _capacity.csv, _repeats.csv): the title, the
+total's figure; empty where nothing was compared or the figure does not apply."""
+MAX_WINDOWS = 10_000
+"""The most closed windows kept: a sweep's steps, a search's probes and the repeats are a few dozen; a web
+UI's run left going for days with the form's sweep must not grow without bound."""
+FIGURES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["compared"],
+    "properties": {
+        "compared": {"type": "integer", "minimum": 0},
+        "identical_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "cosine_min": {"type": "number", "minimum": -1, "maximum": 1},
+        "cosine_p01": {"type": "number", "minimum": -1, "maximum": 1},
+        "abs_diff_max": {"type": "number", "minimum": 0},
+        "top1_changed_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "kendall_tau_min": {"type": "number", "minimum": -1, "maximum": 1},
+        "labels_changed_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "hamming_max": {"type": "integer", "minimum": 0},
+    },
+}
+"""One name's figures (Tally.figures) in the JSON result."""
+WINDOW_SCHEMA: dict[str, Any] = {
+    "description": "The answers compared with their reference in this window alone (docs/consistency.md, Gates "
+    "and load windows): each request name's figures and the total's; null when none was compared.",
+    "oneOf": [{"type": "null"}, {"type": "object", "required": [TOTAL], "additionalProperties": FIGURES_SCHEMA}],
+}
+"""A sweep step's, capacity probe's or repeat's `consistency` in the JSON result."""
 
 
 @dataclasses.dataclass
@@ -41,6 +85,32 @@ class Sent:
         self.requests += other.requests
         self.sequences += other.sequences
         self.input_tokens += other.input_tokens
+
+
+def figures_of(tallies: dict[str, Tally]) -> dict[str, dict[str, Any]] | None:
+    """Each name's figures and the total's, or None when nothing was compared."""
+    if not tallies:
+        return None
+    found = {name: tallies[name].figures() for name in sorted(tallies)}
+    total = Tally()
+    for tally in tallies.values():
+        total.merge(tally)
+    found[TOTAL] = total.figures()
+    return found
+
+
+def window_cells(figures: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """A window's CSV cells (WINDOW_COLUMNS), by title: the total's figures, None where there is none."""
+    total = (figures or {}).get(TOTAL, {})
+    return {title: total.get(figure) for title, figure in WINDOW_COLUMNS}
+
+
+@dataclasses.dataclass
+class Window:
+    """A closed load window: its load, and each name's comparisons in it."""
+
+    label: str
+    tallies: dict[str, Tally]
 
 
 @dataclasses.dataclass
@@ -62,18 +132,53 @@ class Consistency:
     the master's, where the scrape begins; a local run takes its references before), and the master's
     merged from them. The reconciliation counts them on the client's side."""
     unshipped_sent: Sent = dataclasses.field(default_factory=Sent)
+    window: dict[str, Tally] = dataclasses.field(default_factory=dict)
+    """By request name, since the current load window opened (or the last one closed)."""
+    window_label: str | None = None
+    """The open window's load, None when no room opened one."""
+    windows: list[Window] = dataclasses.field(default_factory=list)
+    """The windows closed since the run began, in order (at most MAX_WINDOWS)."""
 
     def reset(self) -> None:
+        """The stats were reset (a start, the end of --warmup, a repeat's end, the web UI's button): the
+        figures count from now, the open window's too; the closed windows stay, as their rooms' rows do."""
         self.tallies.clear()
         self.unshipped.clear()
+        self.window.clear()
         self.skipped = 0
         self.sent = Sent()
         self.unshipped_sent = Sent()
 
+    def restart(self) -> None:
+        """A run begins: nothing of the one before is kept, no window either."""
+        self.reset()
+        self.windows.clear()
+        self.window_label = None
+
     def add(self, name: str, comparison: Comparison, ship: bool) -> None:
         self.tallies.setdefault(name, Tally()).add(comparison)
+        self.window.setdefault(name, Tally()).add(comparison)
         if ship:
             self.unshipped.setdefault(name, Tally()).add(comparison)
+
+    def merge(self, name: str, tally: Tally) -> None:
+        """A worker's shipped tally of `name` (checked by Tally.from_wire): into the run's and the window's."""
+        self.tallies.setdefault(name, Tally()).merge(tally)
+        self.window.setdefault(name, Tally()).merge(tally)
+
+    def open_window(self, label: str) -> None:
+        """A load window begins now, its load said by `label`: what was tallied before is no part of it."""
+        self.window = {}
+        self.window_label = label
+
+    def close_window(self) -> dict[str, dict[str, Any]] | None:
+        """The open window ends now: its figures (each name's and the total's; None when nothing was
+        compared), kept for the gates with its label; the next comparisons are in no window until one opens."""
+        tallies, label = self.window, self.window_label
+        self.window, self.window_label = {}, None
+        if label is not None and len(self.windows) < MAX_WINDOWS:
+            self.windows.append(Window(label, tallies))
+        return figures_of(tallies)
 
     def total(self) -> Tally:
         total = Tally()
@@ -83,11 +188,7 @@ class Consistency:
 
     def figures(self) -> dict[str, dict[str, Any]] | None:
         """Each name's figures and the total's, or None when nothing was compared."""
-        if not self.tallies:
-            return None
-        found = {name: self.tallies[name].figures() for name in sorted(self.tallies)}
-        found[TOTAL] = self.total().figures()
-        return found
+        return figures_of(self.tallies)
 
     def rows(self) -> list[dict[str, Any]]:
         """The table: each name's row, then the total's; a figure that does not apply is None."""

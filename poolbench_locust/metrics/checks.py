@@ -1,10 +1,15 @@
 """Pass/fail checks at the end of a run (names in locust-plugins' style), for CI to gate on: checks on the
 measured figures only. Whether the options let a check run at all (--check-min-goodput without --slo,
---check-min-rate-ratio without an open loop) is a rule between options: poolbench_locust/options/settings.py."""
+--check-min-rate-ratio without an open loop) is a rule between options: poolbench_locust/options/settings.py.
+
+A room above this one adds its own checks by listening to `check_events.checks` (as a room adds its keys
+to the JSON result): fired with the environment and the list of failed lines, it appends its own, which
+then fail the run with EXIT_CODE as these do (the consistency room's gates: consistency/gates.py)."""
 
 from __future__ import annotations
 
 from locust.env import Environment
+from locust.event import EventHook
 
 from poolbench_locust.metrics.client_board import board_of
 from poolbench_locust.metrics.collector import PoolingStats
@@ -12,6 +17,18 @@ from poolbench_locust.options import settings_of
 
 EXIT_CODE = 3
 """The exit code of a run whose checks failed (2 is Locust's for a bad command line)."""
+
+
+class CheckEvents:
+    checks: EventHook
+    """Fired once at the end of a run, with `environment` and `failed`: a listener appends a line for each of
+    its checks that failed."""
+
+    def __init__(self) -> None:
+        self.checks = EventHook()
+
+
+check_events = CheckEvents()
 
 
 def _number(value: float) -> str:
@@ -58,4 +75,5 @@ def evaluate(environment: Environment, stats: PoolingStats) -> list[str]:
                 # a trace's schedule is its timestamps: it has no target rate to name
                 + (f"; target {sent.target_rate:.1f} requests/s)" if sent.target_rate else ")")
             )
+    check_events.checks.fire(environment=environment, failed=failed)
     return failed

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from poolbench_locust.options.values import SLO_KEYS, ExtraBody, Slo, Span
+from poolbench_locust.options.values import ANSWER_TERMS, SLO_KEYS, TIME_KEYS, ExtraBody, Slo, Span
 from poolbench_locust.urls import shown_url
 
 
@@ -182,7 +182,7 @@ def file_name(text: str) -> str:
 
 
 def slo(text: str) -> Slo | None:
-    """`e2e_ms=300,ttfb_ms=100` -> Slo; empty -> None; anything else raises ArgumentTypeError."""
+    """`e2e_ms=300,ttfb_ms=100,cosine=0.99` -> Slo; empty -> None; anything else raises ArgumentTypeError."""
     if not str(text).strip():
         return None
     bounds: dict[str, float] = {}
@@ -191,18 +191,34 @@ def slo(text: str) -> Slo | None:
         key = key.strip()
         if not sep or key not in SLO_KEYS:
             raise argparse.ArgumentTypeError(
-                f"must be KEY=MS pairs separated by commas, KEY one of {', '.join(SLO_KEYS)}; got {pair.strip()!r}"
+                f"must be KEY=MS pairs separated by commas, KEY one of {', '.join(TIME_KEYS)} (or the answers' "
+                f"{ANSWER_TERMS}); got {pair.strip()!r}"
             )
         if key in bounds:
             raise argparse.ArgumentTypeError(f"{key} is given twice")
-        try:
-            bound = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}") from None
-        if not 0 < bound < float("inf"):
-            raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}")
-        bounds[key] = bound
+        bounds[key] = _slo_bound(key, value)
     return Slo(**bounds)
+
+
+def _slo_bound(key: str, value: str) -> float:
+    """One term's bound: ms above 0; a cosine in (-1, 1]; a share in [0, 1]."""
+    if key == "cosine":
+        try:
+            return cosine_floor(value.strip())
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{key} {e}") from None
+    if key == "top1_changed":
+        try:
+            return ratio(value.strip())
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{key} {e}") from None
+    try:
+        bound = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}") from None
+    if not 0 < bound < float("inf"):
+        raise argparse.ArgumentTypeError(f"{key} must be a number of ms > 0, got {value.strip()!r}")
+    return bound
 
 
 def metrics_targets(text: str) -> str:

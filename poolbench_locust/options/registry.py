@@ -49,7 +49,7 @@ from poolbench_locust.options.parsers import (
     span,
     whole,
 )
-from poolbench_locust.options.values import SLO_KEYS
+from poolbench_locust.options.values import ANSWER_TERMS, TIME_KEYS
 from poolbench_locust.wire import DTYPE_SIZES, EMBEDDING_TYPES, ENCODINGS, ENDIANNESS, IMAGE_FORMATS, POOLING_TASKS
 
 
@@ -581,7 +581,9 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--slo",
             slo,
             None,
-            f"Service-level objectives for goodput, KEY=MS pairs ({', '.join(SLO_KEYS)}), e.g. e2e_ms=300,ttfb_ms=100.",
+            f"Service-level objectives for goodput, KEY=MS pairs ({', '.join(TIME_KEYS)}), e.g. "
+            f"e2e_ms=300,ttfb_ms=100; and for --find-capacity's probes, the answers' {ANSWER_TERMS} "
+            "(docs/consistency.md).",
             label="Service-level objectives, ms",
         ),
         Option(

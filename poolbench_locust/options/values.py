@@ -25,12 +25,21 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Slo:
-    """--slo: upper bounds in ms (a request meets one when its time is at most the bound); None: no bound."""
+    """--slo: upper bounds in ms (a request meets one when its time is at most the bound); None: no bound.
+
+    And the answers' terms, which no single request is judged by (`met` ignores them): `cosine`, the lowest
+    cosine of an answer compared with its reference, and `top1_changed`, the highest share of compared
+    rerank or score answers whose best document changed. They are figures of a window of load, so
+    --find-capacity judges each probe by them (capacity/probes.py; docs/consistency.md)."""
 
     e2e_ms: float | None = None
     ttfb_ms: float | None = None
     transfer_ms: float | None = None
     """End-to-end minus time to headers minus the open loop's queueing: the body on the wire."""
+    cosine: float | None = None
+    """In (-1, 1]: a probe with a compared answer whose cosine is below it fails."""
+    top1_changed: float | None = None
+    """In [0, 1]: a probe whose share of compared answers with another best document is above it fails."""
 
     def met(self, e2e_ms: float, context: Mapping[str, Any]) -> bool:
         """Whether a successful request's times met every bound (a time it lacks meets none)."""
@@ -53,6 +62,12 @@ class Slo:
 
 
 SLO_KEYS = tuple(f.name for f in fields(Slo))
+ANSWER_KEYS = ("cosine", "top1_changed")
+"""The --slo terms on the answers, not on a request's times."""
+TIME_KEYS = tuple(key for key in SLO_KEYS if key not in ANSWER_KEYS)
+"""The --slo terms in ms."""
+ANSWER_TERMS = "cosine=X in (-1, 1], top1_changed=R in [0, 1]"
+"""How the answers' terms are written, for help and error texts."""
 
 
 @dataclass(frozen=True, slots=True)

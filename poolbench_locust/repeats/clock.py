@@ -43,6 +43,8 @@ class Repeats:
     def _run(self, environment: Environment, planned: int, warmup: float, length: float) -> None:
         gevent.sleep(warmup)  # warm-up's own timer, spawned first with the same delay, resets before this
         self.started_at = time.time()
+        assert self.table is not None
+        self.table.open()
         for k in range(1, planned):
             gevent.sleep(max(self.started_at + length - time.time(), 0.0))
             self.next_repeat(environment, k)
@@ -59,6 +61,7 @@ class Repeats:
         now = time.time()
         self.table.close(now - self.started_at)
         reset_stats(environment)
+        self.table.open()
         self.started_at = now
         warmup_of(environment).counted_from = now  # a worker's later report starts no earlier (warmup.clamp_start)
         logger.info("Repeat %d of %d over: stats reset", k, self.table.planned)

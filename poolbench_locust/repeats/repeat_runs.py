@@ -21,6 +21,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
+from poolbench_locust.consistency.state import WINDOW_SCHEMA
 from poolbench_locust.json_sections import REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import exit_early, stop_run
 from poolbench_locust.locust_options import locust_options
@@ -108,7 +109,7 @@ REPEAT_SCHEMA = {
     "type": "object",
     "required": [
         *("repeat", "seconds", "requests", "failures"),
-        *("requests_per_s", "input_tokens_per_s", "e2e_p50_ms", "e2e_p99_ms"),
+        *("requests_per_s", "input_tokens_per_s", "e2e_p50_ms", "e2e_p99_ms", "consistency"),
     ],
     "properties": {
         "repeat": {"type": "integer", "minimum": 1},
@@ -123,6 +124,11 @@ REPEAT_SCHEMA = {
         "input_tokens_per_s": {"type": ["number", "null"], "minimum": 0},
         "e2e_p50_ms": {"type": ["number", "null"]},
         "e2e_p99_ms": {"type": ["number", "null"]},
+        "consistency": {
+            **WINDOW_SCHEMA,
+            "description": "The answers compared with their reference in the repeat (with --find-capacity: in its"
+            " search's passing probe of the highest rate); null when none was.",
+        },
     },
     "additionalProperties": False,
 }

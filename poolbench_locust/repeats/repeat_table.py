@@ -3,7 +3,8 @@
 
 Locust's stats are reset between repeats (repeat_runs.py), so a repeat's figures are the stats as
 they stand when it ends: requests/s and input tokens/s over its own seconds, E2E p50/p99 from the
-pooling stats' precise histogram (as the sweep's step table)."""
+pooling stats' precise histogram (as the sweep's step table), and the answers compared with their
+reference in it (its consistency window, consistency/state.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from locust.env import Environment
 
+from poolbench_locust.consistency.state import TOTAL, WINDOW_COLUMNS, consistency_of, window_cells
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.table import shown_ms
@@ -26,6 +28,9 @@ HEADLINE = (
 )
 """The figures given as mean and interval: the JSON key (`<key>_ci95` at the result's top level), the column."""
 COLUMNS = ["Repeat", "Seconds", "Request Count", "Failure Count", *(title for _, title in HEADLINE)]
+CSV_COLUMNS = [*COLUMNS, *(title for title, _ in WINDOW_COLUMNS)]
+ANSWER_COLUMNS = ["Identical %", "Cos Min"]
+"""The console's columns of the answers compared in each repeat, shown when any repeat compared one."""
 
 
 class RepeatTable:
@@ -53,8 +58,13 @@ class RepeatTable:
                 "input_tokens_per_s": round(pooling.input_tokens / seconds, 1),
                 "e2e_p50_ms": shown_ms(e2e.percentile(0.50)),
                 "e2e_p99_ms": shown_ms(e2e.percentile(0.99)),
+                "consistency": consistency_of(self.environment).close_window(),
             }
         )
+
+    def open(self) -> None:
+        """The next repeat begins: its answers compared are its own (a window labelled with its number)."""
+        consistency_of(self.environment).open_window(f"repeat {len(self.repeats) + 1}")
 
     def intervals(self) -> dict[str, tuple[float, float, float] | None]:
         """Each headline figure's (mean, low, high) over the repeats; None with fewer than two. Every
@@ -78,13 +88,27 @@ class RepeatTable:
     def write(self, path: str) -> None:
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(COLUMNS)
-            writer.writerows(self.rows())
+            writer.writerow(CSV_COLUMNS)
+            cells = (window_cells(r["consistency"]).values() for r in self.repeats)
+            writer.writerows(
+                [*row, *("" if v is None else v for v in more)] for row, more in zip(self.rows(), cells, strict=True)
+            )
             writer.writerows(self.summary_rows())
 
     def console(self) -> str:
         """The repeats and one line per headline figure: mean [low, high]."""
-        lines = ["Repeats", *aligned([COLUMNS, *([("" if c is None else str(c)) for c in row] for row in self.rows())])]
+        rows = [[("" if c is None else str(c)) for c in row] for row in self.rows()]
+        header = list(COLUMNS)
+        if any(r["consistency"] for r in self.repeats):
+            header += ANSWER_COLUMNS
+            for cells, r in zip(rows, self.repeats, strict=True):
+                total = (r["consistency"] or {}).get(TOTAL, {})
+                identical, cosine = total.get("identical_ratio"), total.get("cosine_min")
+                cells += [
+                    "" if identical is None else f"{100 * identical:.1f}",
+                    "" if cosine is None else f"{cosine:.6f}",
+                ]
+        lines = ["Repeats", *aligned([header, *rows])]
         for (_, title), found in zip(HEADLINE, self.intervals().values(), strict=True):
             if found is not None:
                 mean, low, high = found

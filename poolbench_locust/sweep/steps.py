@@ -1,5 +1,6 @@
 """A sweep's step table: one row per step (PREFIX_sweep.csv, the JSON result, the charts' knee sheet),
-the figures since the step began.
+the figures since the step began, the answers compared in the step among them (its consistency window,
+consistency/state.py), so that the load at which answers begin to drift shows.
 
 A step's E2E percentiles come from the pooling stats' precise histogram (0.05 %), as the Pooling
 table's do: Locust's own response times keep two significant digits, so a server answering in
@@ -13,6 +14,7 @@ from typing import Any
 
 from locust.env import Environment
 
+from poolbench_locust.consistency.state import WINDOW_COLUMNS, consistency_of, window_cells
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.table import PERCENTILES, shown_ms
@@ -29,6 +31,7 @@ STEP_COLUMNS = [
     "E2E 90%",
     "E2E 95%",
     "E2E 99%",
+    *(title for title, _ in WINDOW_COLUMNS),
 ]
 
 
@@ -39,6 +42,8 @@ class StepTable:
         self.environment = environment
         self.targets = targets
         self.rows: list[list[Any]] = []
+        self.consistency: list[dict[str, Any] | None] = []
+        """Each row's answers compared in its step: each name's figures and the total's; None when none was."""
         self._mark: dict[str, Any] | None = None
 
     def _snapshot(self, at: float) -> dict[str, Any]:
@@ -55,6 +60,7 @@ class StepTable:
     def close(self, step: int, at: float) -> None:
         """Write the row of `step`, which just ended at `at` (figures since the previous mark), and mark now."""
         now = self._snapshot(at)
+        compared = consistency_of(self.environment).close_window()
         if self._mark is not None and step >= 0:
             before = self._mark
             seconds = max(now["at"] - before["at"], 1e-9)
@@ -71,8 +77,10 @@ class StepTable:
                     round(count / seconds, 2),
                     round((now["tokens"] - before["tokens"]) / seconds, 1),
                     *(shown_ms(e2e.percentile(p)) if e2e.n else "" for p in PERCENTILES),
+                    *("" if v is None else v for v in window_cells(compared).values()),
                 ]
             )
+            self.consistency.append(compared)
         self._mark = now
 
     def restart(self, at: float) -> None:

@@ -12,6 +12,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust.consistency.state import TOTAL, WINDOW_SCHEMA, consistency_of
 from poolbench_locust.json_sections import SWEEP_JSON, JsonSection, ResultEvents
 from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.locust_options import locust_options
@@ -49,6 +50,7 @@ class SweepShape(LoadTestShape):
         if step != self.step:
             self._close_step()
             self.step = step
+            consistency_of(self.environment).open_window(self.label(step))
             if self.by_rate:
                 assert self.runner is not None
                 self.runner.send_message(RATE_MESSAGE, self.targets[step])
@@ -66,8 +68,24 @@ class SweepShape(LoadTestShape):
     def rows(self) -> list[list[Any]]:
         return self.table.rows
 
+    def label(self, step: int) -> str:
+        """The step's load, as a gate's line names it: "sweep step 3 (8 users)", "sweep step 2 (40 requests/s)"."""
+        target = self.targets[step]
+        return f"sweep step {step + 1} ({target:g} {'requests/s' if self.by_rate else 'users'})"
+
     def _close_step(self) -> None:
+        closed = len(self.table.rows)
         self.table.close(self.step, self._ended_at or self.get_run_time())
+        if len(self.table.rows) > closed and (found := self.table.consistency[-1]) is not None:
+            total = found[TOTAL]
+            logger.info(
+                "Sweep step %d (%s): %d answers compared with their reference, %.1f %% identical%s",
+                self.step + 1,
+                self.label(self.step).partition("(")[2].rstrip(")"),
+                total["compared"],
+                100 * total["identical_ratio"],
+                f", cosine min {total['cosine_min']:.6f}" if "cosine_min" in total else "",
+            )
 
     def finish(self) -> None:
         """Close the last step when the run ends, once, whoever asks first (this module's quitting
@@ -106,7 +124,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
 STEP_SCHEMA = {
     "type": "object",
-    "required": [*STEP_COLUMNS[:8], "E2E 99%", "start_time", "end_time"],
+    "required": [*STEP_COLUMNS[:8], "E2E 99%", "start_time", "end_time", "consistency"],
     "properties": {
         "Step": {"type": "integer", "minimum": 1},
         "Target": {"type": "number"},
@@ -119,10 +137,12 @@ STEP_SCHEMA = {
         "E2E 99%": {"type": ["number", "null"]},
         "start_time": {"type": "number"},
         "end_time": {"type": "number"},
+        "consistency": WINDOW_SCHEMA,
     },
     "additionalProperties": {"type": ["number", "string", "null"]},
 }
-"""A step's row: PREFIX_sweep.csv's columns by their titles, and when the step started and ended."""
+"""A step's row: PREFIX_sweep.csv's columns by their titles, when the step started and ended, and the answers
+compared in it (`consistency`: each name's figures and the total's, as the result's top-level one)."""
 SWEEP_SCHEMA = {
     "oneOf": [
         {"type": "null"},
@@ -149,10 +169,11 @@ def json_fields(environment: Environment) -> dict[str, Any]:
         return {"sweep": None}
     steps = []
     at = stats_of(environment).start_time
-    for row in shape.rows:
+    for row, compared in zip(shape.rows, shape.table.consistency, strict=True):
         step = {title: (None if value == "" else value) for title, value in zip(STEP_COLUMNS, row, strict=True)}
         step["start_time"], at = at, at + float(step["Seconds"] or 0)
         step["end_time"] = at
+        step["consistency"] = compared
         steps.append(step)
     sweep = {"by": "rate" if shape.by_rate else "users", "step_time_s": shape.settings.sweep_step_time}
     return {"sweep": {**sweep, "targets": list(shape.targets), "steps": steps}}
