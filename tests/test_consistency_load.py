@@ -193,10 +193,10 @@ def test_find_capacity_with_a_cosine_term_answers_below_the_load_where_drift_beg
             "scores to compare",
         ),
         (
-            "embeddings.py",
-            ("--check-min-cosine", "0.99", "--encoding-format", "bytes"),
-            "--check-min-cosine: the gate cannot judge EmbeddingsUser (/v1/embeddings): its answers hold no vectors "
-            "to compare (answers in application/octet-stream are not compared yet)",
+            "classify.py",
+            ("--check-min-cosine", "0.99"),
+            "--check-min-cosine: the gate cannot judge ClassifyUser (/classify): its answers hold no vectors to "
+            "compare",
         ),
         (
             "embeddings.py",

@@ -23,7 +23,7 @@ from locust.event import Events
 
 from poolbench_locust.consistency.state import Consistency, consistency_of
 from poolbench_locust.consistency.tally import Tally
-from poolbench_locust.engine.plan import not_compared, plan_for
+from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.locust_options import LocustOptions
@@ -31,6 +31,11 @@ from poolbench_locust.metrics.checks import check_events
 from poolbench_locust.options import OptionError, Settings, settings_of
 
 VECTORS, SCORES = "vectors", "scores"
+JUDGED_AS: dict[str, frozenset[str]] = {
+    VECTORS: frozenset({"vectors", "sparse", "rows"}),  # a cosine is taken of each (consistency/measures.py)
+    SCORES: frozenset({"scores"}),  # a best document that may change
+}
+"""What a term needs (VECTORS, SCORES) -> the kinds of values (Endpoint.values_kind) it judges."""
 
 
 def cosine_below(bound: float) -> Callable[[dict[str, Any]], float | None]:
@@ -156,10 +161,10 @@ def start_error(environment: Environment) -> str | None:
             plan = plan_for(user_class, options, host, environment)
         except OptionError:
             return None  # the start checks stop the run with the option's own line
-        why = not_compared(plan.endpoint, plan.settings, plan.form, plan.token_rows is not None)
-        kind = (SCORES if plan.endpoint.shape == "pairs" else VECTORS) if why is None else None
+        why = plan.form.not_compared
+        kind = plan.endpoint.values_kind(plan.settings, plan.token_rows is not None) if why is None else None
         for flag, needs in terms:
-            if kind != needs:
+            if kind not in JUDGED_AS[needs]:
                 said = f"its answers hold no {needs} to compare" + (f" ({why})" if why else "")
                 option, subject = _said(flag)
                 return str(OptionError(option, f"{subject} cannot judge {user_class.__name__} ({plan.route}): {said}"))

@@ -72,5 +72,6 @@ INFINITY_CLASSIFY = Endpoint(
     server="infinity",
     body=lambda x, s: {**model_field(s), "input": list(x.texts)},
     answer=_classify_answer,
+    compared_as="labels",
     cannot_send={"--count-tokens-with-server": NO_TOKENIZE},
 )

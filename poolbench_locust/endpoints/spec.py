@@ -240,6 +240,10 @@ class Endpoint:
     count (one warning per route), or fails with --require-server-tokens."""
     vectors: bool = False
     """The answer carries embeddings: a float one is read by lazyjson, its readers see `ARRAY`s, not lists."""
+    compared_as: Kind | None = None
+    """What the consistency check compares of an answer (its values' kind) where the shape does not say it:
+    "labels" (a classifier's probabilities), "sparse"; None: scores for a pairs-shaped route, else vectors.
+    --pooling-task and --embedding-type may still change it (values_kind)."""
     embedding_types: frozenset[str] | Callable[[str], frozenset[str]] = frozenset()
     """The --embedding-type values the server answers (engine/packed.py checks those answers), or a function
     of --model that says them (Cohere's API offers more than vLLM's /v2/embed); any other stops the run."""
@@ -296,6 +300,20 @@ class Endpoint:
             if getattr(settings, option.dest) != option.default_value:
                 return flag, why
         return None
+
+    def values_kind(self, settings: Settings, token_level: bool) -> Kind:
+        """The kind of values this route's answers give under `settings` (what the consistency check compares
+        them as), known before any answer: a gate that needs vectors or scores is refused at start for a class
+        whose answers give none."""
+        if token_level:
+            return "rows"
+        if settings.pooling_task == "classify":
+            return "labels"
+        if settings.embedding_type in ("binary", "ubinary"):
+            return "packed_bits"
+        if self.compared_as is not None:
+            return self.compared_as
+        return "scores" if self.shape == "pairs" else "vectors"
 
 
 VLLM_TRUNCATION: Mapping[str, Mapping[str, Any]] = {

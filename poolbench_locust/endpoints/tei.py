@@ -146,6 +146,7 @@ TEI_PREDICT = _tei(
     "texts",
     lambda x, s: {"inputs": [[text] for text in x.texts]},
     _predict_answer,
+    compared_as="labels",
 )
 
 TEI_EMBED_SPARSE = _tei(
@@ -153,6 +154,7 @@ TEI_EMBED_SPARSE = _tei(
     "texts",
     lambda x, s: {"inputs": list(x.texts)},
     _sparse_answer,
+    compared_as="sparse",
 )
 
 TEI_EMBED_ALL = _tei(

@@ -153,6 +153,7 @@ CLASSIFY = Endpoint(
     shape="texts",
     body=lambda x, s: {**model_field(s), "input": list(x.texts)},
     answer=_classify_answer,
+    compared_as="labels",
     truncation=VLLM_TRUNCATION,
 )
 
