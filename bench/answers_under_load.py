@@ -1,7 +1,7 @@
 """Are the answers right under load? The real vLLM (CPU) and Infinity, each answering the same texts alone
 and under load, compared by poolbench-locust's answer consistency check (docs/answers-under-load.md).
 
-    python bench/answers_under_load.py [--servers vllm,infinity] [--seconds 15] [--input-len 24]
+    python bench/answers_under_load.py [--servers vllm,infinity] [--seconds 15] [--input-lens 24,4:96]
                                        [--vllm-url URL] [--infinity-url URL]
 
 Each server is started in turn from the real servers' venvs (devsupport/real/servers.py, built by
@@ -53,24 +53,26 @@ RUN_MARGIN_S = 120.0
 
 @dataclass(frozen=True)
 class Cell:
-    """One run: a User class of a locustfile at a load."""
+    """One run: a User class of a locustfile at a load, on texts of a length."""
 
     locustfile: str
     user_class: str
     users: int
     batch: int | None
     """--batch-size, or None for the pairs routes (a query and --documents documents)."""
+    input_len: str
+    """--input-len: N words, or LOW:HIGH drawn per text (texts of many lengths: a batch is padded)."""
 
 
-def cells(server: str) -> list[Cell]:
-    if server.startswith("vllm"):
+def cells(server: str, input_lens: list[str]) -> list[Cell]:
+    if server == "vllm":
         file, user = "locustfiles/embeddings.py", "EmbeddingsUser"
     else:
         file, user = "locustfiles/infinity.py", "InfinityEmbeddingsUser"
-    found = [Cell(file, user, users, batch) for batch in (1, 32) for users in (1, 16)]
-    if server.startswith("vllm"):
-        found += [Cell(f"locustfiles/{route}.py", f"{route.title()}User", users, None) for route in ("rerank", "score")
-                  for users in (1, 16)]  # fmt: skip
+    found = [Cell(file, user, users, batch, n) for n in input_lens for batch in (1, 32) for users in (1, 16)]
+    if server == "vllm":
+        found += [Cell(f"locustfiles/{route}.py", f"{route.title()}User", users, None, n)
+                  for n in input_lens for route in ("rerank", "score") for users in (1, 16)]  # fmt: skip
     return found
 
 
@@ -82,12 +84,17 @@ def measure(server: servers.RealServer, cell: Cell, args: argparse.Namespace, se
         cmd = [PYTHON, "-m", "locust", "-f", cell.locustfile, "--headless", "--only-summary",
                "-u", str(cell.users), "-r", str(cell.users), "-t", f"{seconds:g}s",
                "--stop-timeout", f"{STOP_TIMEOUT_S:g}", "--host", server.url, "--model", server.model,
-               "--input-len", str(args.input_len), *shape, "--consistency-inputs", str(POOL), "--consistency-rate", "1",
+               "--input-len", cell.input_len, *shape, "--consistency-inputs", str(POOL), "--consistency-rate", "1",
                "--json-result", str(result), cell.user_class]  # fmt: skip
         finished = run(cmd, seconds + STOP_TIMEOUT_S + RUN_MARGIN_S, {**CHILD_ENV, **CONSISTENCY_ON}, ROOT)
         if finished.returncode != 0 or not result.is_file():
             raise RuntimeError(f"locust exited {finished.returncode}: {' '.join(cmd)}\n{finished.stderr[-3000:]}")
         return json.loads(result.read_text())
+
+
+def _short(value: float | None) -> float | None:
+    """Three significant digits: the last-bit differences are of the order of 1e-7 (float32), 1e-13 (cosine)."""
+    return None if value is None else float(f"{value:.3g}")
 
 
 def _rounded(value: Any, scale: float = 1.0, digits: int = 9) -> float | None:
@@ -102,15 +109,17 @@ def row(server: str, cell: Cell, args: argparse.Namespace, document: dict[str, A
     return {
         "server": server,
         "class": cell.user_class,
+        "words": cell.input_len,
         "users": cell.users,
         "inputs": cell.batch if cell.batch else f"1+{args.documents}",
         "requests": int(locust["Request Count"]),
         "failures": int(locust["Failure Count"]),
         "compared": int(figures.get("compared") or 0),
         "identical_pct": _rounded(figures.get("identical_ratio"), 100, 2),
-        "cosine_min": _rounded(figures.get("cosine_min")),
-        "cosine_p01": _rounded(figures.get("cosine_p01")),
-        "abs_diff_max": None if abs_diff is None else float(f"{abs_diff:.3g}"),
+        "cosine_min": figures.get("cosine_min"),
+        "1-cosine_min": _short(1 - figures["cosine_min"]) if figures.get("cosine_min") is not None else None,
+        "cosine_p01": figures.get("cosine_p01"),
+        "abs_diff_max": _short(abs_diff),
         "top1_changed_pct": _rounded(figures.get("top1_changed_ratio"), 100, 2),
         "tau_min": _rounded(figures.get("kendall_tau_min"), digits=4),
     }
@@ -129,13 +138,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--servers", default="vllm,infinity", help="comma-separated: vllm, infinity")
     parser.add_argument("--seconds", type=float, default=15.0, help="each run's time (10-20 s is enough)")
-    parser.add_argument("--input-len", type=int, default=24, help="tokens a text")
+    parser.add_argument(
+        "--input-lens",
+        default="24,4:96",
+        help="comma-separated --input-len values (words a text: "
+        "N, or LOW:HIGH drawn per text); each load is run with each",
+    )
     parser.add_argument("--documents", type=int, default=8, help="documents a rerank or score request")
     parser.add_argument("--vllm-url", help="a running vLLM on 127.0.0.1 serving the model as `minilm`")
     parser.add_argument("--infinity-url", help="a running Infinity on 127.0.0.1")
     parser.add_argument("--json", type=Path, help="write the rows to this file")
     args = parser.parse_args()
     names = [n.strip() for n in args.servers.split(",") if n.strip()]
+    input_lens = [n.strip() for n in args.input_lens.split(",") if n.strip()]
     if unknown := [n for n in names if n not in ("vllm", "infinity")]:
         parser.error(f"--servers: unknown {unknown} (vllm, infinity)")
     if not 1 <= args.seconds <= 600:
@@ -149,8 +164,8 @@ def main() -> None:
             server = servers.start(name)
             print(f"{name} ready at {server.url} in {server.ready_s:.0f} s", flush=True)
         try:
-            measure(server, cells(name)[1], args, 5)  # warm-up (16 users, batch 1), not counted
-            for cell in cells(name):
+            measure(server, cells(name, input_lens[:1])[1], args, 5)  # warm-up (16 users, batch 1), not counted
+            for cell in cells(name, input_lens):
                 rows.append(row(name, cell, args, measure(server, cell, args, args.seconds)))
                 print(json.dumps(rows[-1]), flush=True)
         finally:
