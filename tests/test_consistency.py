@@ -226,3 +226,13 @@ def test_failed_references_are_not_compared(mock_server_factory, tmp_path, fault
     assert document["consistency"] is None
     counted = int(result.csv()["Aggregated"]["Request Count"])
     assert server.stats()["requests"] == counted + taken_before_stop
+
+
+def test_references_that_take_the_run_s_time_are_said(mock_server_factory, tmp_path):
+    # 8 references alone at 300 ms each: 2.4 s of -t gone before the users start, said once.
+    slow = mock_server_factory("--ttfb-ms", "300")
+    result, _ = _run(slow.url, tmp_path, "locustfiles/embeddings.py", 1, run_time="4s")
+    said = [line for line in result.stderr.splitlines() if "the reference answers took" in line]
+    assert len(said) == 1, result.stderr[-3000:]
+    seconds = float(said[0].split("took ")[1].split(" s")[0])
+    assert 2.4 <= seconds < 10 and "--consistency-inputs 8" in said[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,9 @@ from poolbench_locust.store import Slot
 from poolbench_locust.workload.warmup import Warmup
 
 logger = logging.getLogger("poolbench_locust")
+
+SAID_AFTER_S = 2.0
+"""Reference answers that took this long are said: they come out of the run's -t."""
 
 NO_VALUES = "its answers' reader gives no scores or vectors to compare yet"
 
@@ -214,7 +218,17 @@ def take_references(environment: Environment) -> Sent:
     if path := settings.consistency_reference:
         _read_references(environment, path, state, taking)
     else:
+        began = time.monotonic()
         _take_references(environment, state, taking, sent)
+        if (took := time.monotonic() - began) >= SAID_AFTER_S:
+            # Taken at test_start, before the users spawn: Locust's -t counts from before, so they shorten the
+            # measured run (a rerank of long documents alone may take half a second: 8 of them, 4 s).
+            logger.warning(
+                "consistency: the reference answers took %.1f s of the run's time before the users started "
+                "(--consistency-inputs %d; a longer -t, fewer inputs or --consistency-reference spare it)",
+                took,
+                settings.consistency_inputs,
+            )
     if taking.pending and not taking.listening:
         # Never removed (removing a listener while Locust fires the event would skip the next one): once
         # nothing is pending it returns at its first test.
