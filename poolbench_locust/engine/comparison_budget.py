@@ -1,12 +1,17 @@
 """How many of the answers that carry a reference input are compared with their reference
-(docs/consistency.md): at most --consistency-rate of the inputs sent, and at least one a second.
+(docs/consistency.md): at most --consistency-rate of the requests sent, and at least one a second.
 
-A comparison reads an answer's values as Python floats and walks them (about 0.1 ms for a 384-dimension
-vector); made for every request of a small pool that carries a reference, it added 42 % to the client's
-CPU per request (bench/client_cost.py, issue 41). Sampled, its cost is the share's: 1 % of inputs by
-default. The budget is a token bucket kept only by the requests that carry a reference, so that every other
-request costs nothing more: each such request adds the share of the inputs it stands for (the pool's
-inputs per reference-carrying request), and the time since the last one adds one a second; a request is
+A comparison reads one input's values as Python floats and walks them: about 0.1 ms for a 384-dimension
+vector, 0.3 ms for 1,024, 0.4 ms for a rerank of 64 documents (its scores read and their order compared). A
+request of a batch costs the client far less per input (a 64 x 1,024 answer about 1.5 ms in all), so the
+budget counts requests, not inputs: each compared request compares one input (or one whole rerank), and 1 %
+of the requests is also at most 1 % of the inputs. Made for every request of a small pool that carries a
+reference, the check added 42 % to the client's CPU per request (bench/client_cost.py, issue 41); counted
+by inputs, 12 to 29 % on batches and reranks.
+
+The budget is a token bucket kept only by the requests that carry a reference, so that every other request
+costs nothing more: each such request adds the share of the requests it stands for (the pool's requests
+per reference-carrying request), and the time since the last one adds one a second; a request is
 compared while a whole token is there. The bucket keeps one token at most, so that a pause (between two
 runs of the web UI, a quiet trace) saves up one comparison, not a burst.
 """
@@ -26,10 +31,10 @@ class ComparisonBudget:
 
     __slots__ = ("_last", "_per_request", "_tokens")
 
-    def __init__(self, share: float, inputs_per_request: float) -> None:
-        """`share`: --consistency-rate, in (0, 1]. `inputs_per_request`: the inputs sent for each request that
-        carries a reference (the pool's inputs over its reference-carrying requests), >= 1."""
-        self._per_request = share * inputs_per_request
+    def __init__(self, share: float, requests_per_carrying: float) -> None:
+        """`share`: --consistency-rate, in (0, 1]. `requests_per_carrying`: the requests sent for each one that
+        carries a reference (the pool's requests over its reference-carrying ones), >= 1."""
+        self._per_request = share * requests_per_carrying
         self._tokens = CAPACITY  # the first one is compared at once
         self._last: float | None = None
 
@@ -58,6 +63,6 @@ class Always:
 ALWAYS = Always()
 
 
-def budget_for(share: float, pool_inputs: int, carrying: int) -> ComparisonBudget:
-    """The budget of a pool of `pool_inputs` inputs of which `carrying` requests carry a reference."""
-    return ComparisonBudget(share, max(1.0, pool_inputs / max(1, carrying)))
+def budget_for(share: float, pool_requests: int, carrying: int) -> ComparisonBudget:
+    """The budget of a pool of `pool_requests` requests of which `carrying` carry a reference."""
+    return ComparisonBudget(share, max(1.0, pool_requests / max(1, carrying)))

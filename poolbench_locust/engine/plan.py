@@ -220,9 +220,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             requests=requests,
             references=references or [],
             reference_inputs=reference_inputs,
-            comparisons=budget_for(
-                settings.consistency_rate, sum(r.sequences for r in requests), sum(1 for r in requests if r.refs)
-            ),
+            comparisons=budget_for(settings.consistency_rate, len(requests), sum(1 for r in requests if r.refs)),
             client_token_source=counter.source,
             access=access,
             form=form,

@@ -316,9 +316,10 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--consistency-rate",
             share,
             0.01,
-            "The largest share (0-1] of the inputs sent whose answers are compared with their reference; at least "
+            "The largest share (0-1] of the requests sent whose answers are compared with their reference (one "
+            "input each); at least "
             "one comparison a second is made whatever the share (docs/consistency.md).",
-            label="Share of inputs compared",
+            label="Share of requests compared",
         ),
         Option(
             "--consistency-reference",
