@@ -92,6 +92,18 @@ def test_a_users_sweep_shows_the_step_where_answers_drift_and_the_gate_names_it(
     )
 
 
+def test_drift_from_the_first_step_is_named_at_the_first_step(mock_server_factory, tmp_path):
+    # A repeated input answered otherwise (--cache-drift) drifts at one user already: the sweep's first step
+    # opens its window before Locust's test_start, and that start must not close it.
+    server = mock_server_factory("--ttfb-ms", "20", "--cache-drift")
+    sweep = ("--sweep-users", "1,4", "--sweep-step-time", "3", "--check-min-cosine", "0.99", "--repeat-ratio", "0.5")
+    result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 4, *sweep, run_time="30s", code=3)
+    first = document["sweep"]["steps"][0]["consistency"]
+    assert first is not None and first[TOTAL]["identical_ratio"] < 1.0, document["sweep"]["steps"][0]
+    [line] = failed_checks(result.stderr)
+    assert "drifted at sweep step 1 (1 users): " in line, line
+
+
 def test_with_two_workers_the_master_s_steps_hold_their_workers_comparisons(mock_server_factory, tmp_path):
     server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "4")
     port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling

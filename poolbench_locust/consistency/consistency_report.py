@@ -117,6 +117,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
                 state.sent.add(sent)
                 state.unshipped_sent.add(sent)
 
+    environment.events.test_stop.add_listener(lambda **_: state.stopped())
     # The end of --warmup, a repeat's start, the web UI's Reset stats: the figures count from now, as the stats do.
     environment.events.reset_stats.add_listener(lambda **_: state.reset())
 

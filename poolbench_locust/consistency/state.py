@@ -138,6 +138,8 @@ class Consistency:
     """The open window's load, None when no room opened one."""
     windows: list[Window] = dataclasses.field(default_factory=list)
     """The windows closed since the run began, in order (at most MAX_WINDOWS)."""
+    window_of_ended_run: bool = False
+    """The open window was opened before the last run stopped: the next run's start ends it."""
 
     def reset(self) -> None:
         """The stats were reset (a start, the end of --warmup, a repeat's end, the web UI's button): the
@@ -150,10 +152,17 @@ class Consistency:
         self.unshipped_sent = Sent()
 
     def restart(self) -> None:
-        """A run begins: nothing of the one before is kept, no window either."""
+        """A run begins: nothing of the one before is kept, no window either. A window opened for this run
+        stays open: a load shape's first tick (a sweep's first step) comes before Locust's test_start."""
         self.reset()
         self.windows.clear()
-        self.window_label = None
+        if self.window_of_ended_run:
+            self.window_label = None
+
+    def stopped(self) -> None:
+        """The run stopped: its open window is still judged and closed at quitting, but is none of the next
+        run's."""
+        self.window_of_ended_run = True
 
     def add(self, name: str, comparison: Comparison, ship: bool) -> None:
         self.tallies.setdefault(name, Tally()).add(comparison)
@@ -170,6 +179,7 @@ class Consistency:
         """A load window begins now, its load said by `label`: what was tallied before is no part of it."""
         self.window = {}
         self.window_label = label
+        self.window_of_ended_run = False
 
     def close_window(self) -> dict[str, dict[str, Any]] | None:
         """The open window ends now: its figures (each name's and the total's; None when nothing was
