@@ -18,7 +18,7 @@ import orjson
 
 from poolbench_locust.endpoints.spec import Endpoint, Inputs
 from poolbench_locust.options import OptionError, Settings
-from poolbench_locust.workload import images
+from poolbench_locust.workload import images, injected_references
 from poolbench_locust.workload.cache_inputs import Repeats
 from poolbench_locust.workload.datasets import Dataset
 from poolbench_locust.workload.request_fields import merged, request_fields
@@ -101,7 +101,11 @@ def request_pool(
     its requests carry a reference input (`PreparedRequest.refs`), the id of each its index in `references`:
     for a texts-shaped endpoint the first text of each of the first distinct requests, alone in a request of
     its own; for a pairs-shaped one the whole request, itself its reference. With `reference_inputs` too,
-    each reference's input is appended to it by id (`reference_input`): what a reference file keys it by."""
+    each reference's input is appended to it by id (`reference_input`): what a reference file keys it by.
+
+    Where the pool's inputs do not recur within a run (a trace, a large dataset: injected_references.injects),
+    the references are drawn from a small share of marked requests instead, each of which then carries one
+    in place of one of its own inputs (workload/injected_references.py)."""
     rng = random.Random(settings.seed)
     fields = request_fields(endpoint, settings)
     numbers = images.ImageNumbers(settings) if settings.images else None
@@ -111,6 +115,9 @@ def request_pool(
     """Reference id by its input (a text; a pairs request's body): a later copy carries the same one."""
     held = 0
     wanted = dataset.size_hint()
+    marks: injected_references.Marks | None = None
+    if references is not None and injected_references.injects(settings, endpoint.shape, wanted):
+        marks = injected_references.Marks.of(settings, endpoint, getattr(dataset, "schedule", None))
     for _ in range(wanted):
         inputs = dataset.draw(rng)
         if inputs.images and endpoint.images is None:
@@ -121,7 +128,9 @@ def request_pool(
             inputs = images.with_generated(inputs, numbers)
         inputs = repeats.apply(inputs)
         request = prepare(endpoint, settings, inputs, counter, fields, per_input)
-        if references is not None and inputs.texts:
+        if marks is not None and injected_references.markable(inputs, endpoint.shape == "pairs"):
+            marks.see(len(pool), inputs, request.sequences)
+        elif references is not None and inputs.texts:  # images: the first requests' references
             request = _with_reference(
                 endpoint, settings, inputs, request, counter, fields, references, known, reference_inputs
             )
@@ -136,6 +145,8 @@ def request_pool(
                 held >> 20,
             )
             break
+    if marks is not None and references is not None:
+        _inject(endpoint, settings, pool, marks, counter, fields, per_input, references, reference_inputs)
     if repeats.ratio:
         logger.info(
             "%s: %d of the pool's %d inputs are copies of an earlier request's (--repeat-ratio %s)",
@@ -207,3 +218,57 @@ def _reference_of(endpoint: Endpoint, inputs: Inputs, request: PreparedRequest) 
         own = inputs.images[:1]
         return (inputs.texts[0], own), Inputs(inputs.texts[:1], images=own)
     return inputs.texts[0], Inputs(inputs.texts[:1])
+
+
+def _inject(
+    endpoint: Endpoint,
+    settings: Settings,
+    pool: list[PreparedRequest],
+    marks: injected_references.Marks,
+    counter: TokenCounter,
+    fields: Mapping[str, Any],
+    per_input: bool,
+    references: list[PreparedRequest],
+    reference_inputs: list[Any] | None,
+) -> None:
+    """The pool's marked requests made to carry a reference in place of one of their inputs, in place; the
+    references (each a text alone, or a pairs request whole) appended to `references`, their inputs to
+    `reference_inputs` (workload/injected_references.py)."""
+    marked = [(i, inputs) for i, inputs in marks.marked if i < len(pool)]  # a pool cut short (POOL_BYTES)
+    base = len(references)  # those its requests with images took, the first ones' (_with_reference)
+    if not marked or (most := settings.consistency_inputs - base) < 1:
+        return
+    if endpoint.shape == "pairs":
+        sizes = [(pool[i].sequences, pool[i].client_tokens, order) for order, (i, _) in enumerate(marked)]
+        bodies: set[bytes] = set()
+        distinct = []  # a request repeated (--repeat-ratio, a dataset's duplicates) is one reference at most
+        for size in sizes:
+            if (body := pool[marked[size[2]][0]].body) not in bodies:
+                bodies.add(body)
+                distinct.append(size)
+        chosen = injected_references.chosen_requests(distinct, most)
+        for order in chosen:
+            index, inputs = marked[order]
+            references.append(pool[index])
+            if reference_inputs is not None:
+                reference_inputs.append(reference_input(endpoint, inputs))
+        for (index, _), ref_id in zip(marked, injected_references.carried_pairs(sizes, chosen), strict=True):
+            pool[index] = replace(references[base + ref_id], refs=((-1, base + ref_id),))
+    else:
+        lengths = {t: counter.count(t) for _, inputs in marked for t in inputs.texts}
+        texts = injected_references.chosen_texts(marked, lengths, most)
+        for text in texts:
+            references.append(prepare(endpoint, settings, Inputs((text,)), counter, fields))
+            if reference_inputs is not None:
+                reference_inputs.append(text)
+        for index, inputs, position, ref_id in injected_references.carried_texts(marked, lengths, texts):
+            request = prepare(endpoint, settings, inputs, counter, fields, per_input)
+            pool[index] = replace(request, refs=((position, base + ref_id),))
+    logger.info(
+        "%s: %d of the pool's %d requests carry one of %d reference inputs in place of their own "
+        "(its inputs do not recur: docs/consistency.md)",
+        endpoint.route,
+        len(marked),
+        len(pool),
+        len(references),
+    )
