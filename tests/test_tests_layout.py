@@ -68,13 +68,13 @@ def test_no_test_module_imports_another_test_module() -> None:
 
 def test_devsupport_imports_nothing_from_tests_or_bench() -> None:
     """devsupport/ is what tests/ and bench/ share: it stands below both, so neither is needed to use it."""
-    TOP = ("tests", "bench")
+    above = ("tests", "bench")
     shared = sorted(p for p in (ROOT / "devsupport").rglob("*.py") if "__pycache__" not in p.parts)
     assert shared, "devsupport/ has no module"
     offences = {
         str(p.relative_to(ROOT)): found
         for p in shared
-        if (found := sorted(n for n in set().union(*imported(p, module_name(p))) if n.split(".")[0] in TOP))
+        if (found := sorted(n for n in set().union(*imported(p, module_name(p))) if n.split(".")[0] in above))
     }
     assert offences == {}, f"devsupport/ must not import tests/ or bench/: {offences}"
 
