@@ -113,12 +113,13 @@ def test_body_buffer_holds_what_came_with_the_head() -> None:
 def test_a_socket_response_keeps_its_socket_as_sock(pair) -> None:
     """`_sock`: BoundedResponse.drain receives on it until the message completes, and release() clears it."""
     a, b = pair
-    a.sendall(ANSWER)
+    head, body = ANSWER.split(b"\r\n\r\n")
+    a.sendall(head + b"\r\n\r\n")  # the body not yet: the response still reads from its socket
     response = HTTPSocketResponse(b)
     assert getattr(response, "_sock", None) is b, "HTTPSocketResponse keeps its socket elsewhere than _sock"
-    response.read()
-    response.release()
-    assert response._sock is None, "release() no longer clears _sock: drain would receive on a released socket"
+    a.sendall(body)
+    assert response.read() == body
+    assert response._sock is None, "the end of the body no longer clears _sock: drain would receive on a done socket"
 
 
 def test_sent_request_is_what_the_user_agents_read() -> None:
@@ -135,8 +136,8 @@ def test_fast_response_keeps_the_response_as_response(pair) -> None:
     a.sendall(ANSWER)
     raw = HTTPSocketResponse(b)
     assert getattr(FastResponse(raw), "_response", None) is raw, "FastResponse keeps its response elsewhere"
-    raw.read()
-    assert transport.ended_cleanly(FastResponse(raw))
+    assert raw.read() == b"hi"
+    assert transport.ended_cleanly(FastResponse(raw)), "a complete keep-alive answer leaves its connection reusable"
 
 
 def test_a_client_keeps_its_pool_as_connection_pool() -> None:
