@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ from devsupport.ports import free_port
 from poolbench_locust.consistency import reference_agreement, reference_file
 from poolbench_locust.consistency.measures import compare_vectors
 from poolbench_locust.options import OptionError
-from tests.support.hostile import read_request, response, server_process
 from tests.support.locust_run import CONSISTENCY_ON, result_schema, run_locust
+from tests.support.process_servers import served
 
 LOAD = ("--input-len", "8", "--batch-size", "2", "--documents", "4", "--stop-timeout", "3")
 HEADER = '{"format": "poolbench-references", "version": 1}\n'
@@ -211,19 +210,6 @@ def test_a_file_of_another_dimension_stops_the_run_at_its_first_answer(mock_serv
     assert _document(result)["consistency"] is None  # the wrong file's vectors were never compared
 
 
-def by_connection(sock: socket.socket, conn: int) -> None:
-    """An embeddings server whose vector depends on the connection it is asked on: each worker's references,
-    asked on a connection of its own, differ from the others'."""
-    while (request := read_request(sock)) is not None:
-        if not request[0].startswith(b"POST /v1/embeddings"):
-            sock.sendall(response(404, b"{}"))
-            continue
-        inputs = orjson.loads(request[1])["input"]
-        data = [{"index": i, "object": "embedding", "embedding": [1.0, float(conn + 1)]} for i in range(len(inputs))]
-        usage = {"prompt_tokens": 8 * len(inputs), "total_tokens": 8 * len(inputs)}
-        sock.sendall(response(200, orjson.dumps({"object": "list", "data": data, "usage": usage})))
-
-
 def _distributed(url: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
     dist = ("--processes", "2", "--master-bind-port", port, "--master-port", port)
@@ -234,7 +220,7 @@ def _distributed(url: str, tmp_path: Path, *args: str) -> dict[str, Any]:
 
 def test_workers_whose_server_answers_by_connection_disagree(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCUST_SERVER_METRICS", "off")  # no GET /metrics: the server answers embeddings only
-    with server_process("tests.test_consistency_reference:by_connection") as url:
+    with served("by_connection") as url:
         document = _distributed(url, tmp_path)
     agreement = document["consistency"]["references_disagree"]
     assert agreement["workers"] == 2

@@ -5,22 +5,16 @@ answering with a time to headers and a body transfer that the table can split.""
 from __future__ import annotations
 
 import logging
-import os
-import select
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.console import cell, console_table
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.metrics.tokengap import MIN_REQUESTS, GapWatch
-from tests.support.hostile import LISTENING, response, serve_requests
-from tests.support.locust_run import ROOT, csv_rows, run_locust
+from tests.support.locust_run import csv_rows, run_locust
+from tests.support.process_servers import served
 
 
 def _feed(stats: PoolingStats, n: int, server: int, client: int | None, name: str = "/embeddings") -> None:
@@ -95,40 +89,11 @@ def test_a_gap_beyond_20_percent_is_warned_once_per_name(caplog: pytest.LogCaptu
     assert [r.getMessage() for r in caplog.records] == first
 
 
-def infinity_counting_characters(sock, conn):  # served by `python -m tests.support.hostile` for the run below
-    def answer(head: bytes, body: bytes, n: int) -> bytes:
-        texts = orjson.loads(body)["input"]
-        doc = {
-            "object": "list",
-            "data": [{"object": "embedding", "embedding": [0.5] * 8, "index": i} for i in range(len(texts))],
-            "usage": {"prompt_tokens": sum(map(len, texts)), "total_tokens": sum(map(len, texts))},
-        }
-        return response(body=orjson.dumps(doc))
-
-    serve_requests(answer)(sock, conn)
-
-
-@pytest.fixture
-def characters_server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.hostile", "tests.test_console:infinity_counting_characters"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 20)
-        line = os.read(proc.stdout.fileno(), 200).decode() if ready else ""
-        assert line.startswith(LISTENING), line
-        yield line.removeprefix(LISTENING).strip()
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_a_server_counting_characters_shows_in_the_console_and_the_log(characters_server: str, tmp_path) -> None:
+def test_a_server_counting_characters_shows_in_the_console_and_the_log(tmp_path) -> None:
     locustfile = tmp_path / "infinity_embeddings.py"
     locustfile.write_text("from poolbench_locust import InfinityEmbeddingsUser  # noqa: F401\n")
-    result = run_locust(str(locustfile), "--input-len", "8", host=characters_server, users=2, run_time="3s")
+    with served("infinity_counting_characters") as url:
+        result = run_locust(str(locustfile), "--input-len", "8", host=url, users=2, run_time="3s")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("Pooling statistics") :]
     assert "Client Tokens" in summary and "Token Gap %" in summary

@@ -1,29 +1,25 @@
 """Whole runs against hostile servers in processes of their own: a master and two workers, and the end of a run.
 
-The servers here are handlers for `python -m tests.support.hostile tests.test_distributed_hostile:NAME`; each
-counts the pooling requests it received and answers `GET /count` with that number.
+The servers are tests/support/process_servers.py's counting ones: each counts the pooling requests it
+received and answers `GET /count` with that number.
 """
 
 from __future__ import annotations
 
 import csv
-import itertools
 import logging
 import socket
 import subprocess
-from contextlib import AbstractContextManager
 from pathlib import Path
 
-import gevent
-import orjson
 import pytest
 import requests
 from locust.env import Environment
 
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
-from tests.support.hostile import read_request, response, server_process
 from tests.support.locust_run import ROOT, locust_argv, run_locust
+from tests.support.process_servers import EVERY, FIRST_HOSTILE, served
 
 
 @pytest.fixture(autouse=True)
@@ -34,42 +30,6 @@ def _no_scrapes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 EMBEDDINGS = "locustfiles/embeddings.py"
 SHAPE = ("--batch-size", "2", "--input-len", "4")
-FIRST_HOSTILE = 100
-EVERY = 500
-"""The server's answer number FIRST_HOSTILE, and every EVERY-th after it, carries prompt_tokens = 2**63."""
-SLOW_ANSWER_S = 0.3
-
-_received = itertools.count(1)
-_count = 0
-
-
-def _counting(slow_s: float, hostile: bool) -> object:
-    def handler(sock: socket.socket, _conn: int) -> None:
-        global _count
-        while (request := read_request(sock)) is not None:
-            head, body = request
-            if head.startswith(b"GET /count"):
-                sock.sendall(response(200, str(_count).encode(), content_type="text/plain"))
-                continue
-            n = next(_received)
-            _count = n
-            inputs = orjson.loads(body)["input"]
-            tokens = 2**63 if hostile and n >= FIRST_HOSTILE and (n - FIRST_HOSTILE) % EVERY == 0 else 8
-            data = [{"index": i, "object": "embedding", "embedding": [0.5, 0.25]} for i in range(len(inputs))]
-            if slow_s:
-                gevent.sleep(slow_s)
-            answer = {"object": "list", "data": data, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-            sock.sendall(response(200, orjson.dumps(answer)))
-
-    return handler
-
-
-implausible_usage = _counting(0.0, hostile=True)
-slow = _counting(SLOW_ANSWER_S, hostile=False)
-
-
-def hostile_process(handler: str) -> AbstractContextManager[str]:
-    return server_process(f"tests.test_distributed_hostile:{handler}")
 
 
 def aggregated(path: Path) -> dict[str, str]:
@@ -77,7 +37,7 @@ def aggregated(path: Path) -> dict[str, str]:
         return next(row for row in csv.DictReader(f) if row["Name"] == "Aggregated")
 
 
-def served(url: str) -> int:
+def served_count(url: str) -> int:
     return int(requests.get(f"{url}/count", timeout=5).text)
 
 
@@ -87,7 +47,7 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
-    with hostile_process("implausible_usage") as url:
+    with served("implausible_usage") as url:
         workers = [
             subprocess.Popen(
                 locust_argv(
@@ -117,7 +77,7 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
                 if w.poll() is None:
                     w.kill()
                     w.wait()
-        count = served(url)
+        count = served_count(url)
     locust_row, pooling_row = aggregated(Path(f"{prefix}_stats.csv")), aggregated(Path(f"{prefix}_pooling.csv"))
     requests_counted = int(locust_row["Request Count"])
     print(
@@ -140,11 +100,11 @@ def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_who
 @pytest.mark.parametrize("loop", [(), ("--request-rate", "20")], ids=["closed-loop", "open-loop"])
 def test_requests_in_flight_at_the_end_of_a_run_are_reported(tmp_path, loop):
     prefix = tmp_path / "end"
-    with hostile_process("slow") as url:
+    with served("slow") as url:
         result = run_locust(
             EMBEDDINGS, *SHAPE, *loop, "--request-timeout", "5", host=url, users=4, run_time="2s", csv=prefix
         )
-        count = served(url)
+        count = served_count(url)
     row = aggregated(Path(f"{prefix}_stats.csv"))
     print(f"server received {count}; Locust CSV {row['Request Count']}; exit {result.returncode}")
     assert result.returncode == 0, result.stderr[-3000:]

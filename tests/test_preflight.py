@@ -4,49 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
-import pytest
-
 from devsupport.ports import free_port
-from tests.support.hostile import LISTENING, response, serve_requests
 from tests.support.locust_run import PREFLIGHT_ON, ROOT, csv_rows, locust_argv, run_locust
-
-
-def _fastapi_422(head: bytes, body: bytes, n: int) -> bytes:
-    detail = [{"type": "literal_error", "loc": ["body", "encoding_format"], "msg": "Input should be 'float'"}]
-    return response(422, orjson.dumps({"detail": detail}), reason="Unprocessable Entity")
-
-
-answer_422 = serve_requests(_fastapi_422)
-answer_huge_400 = serve_requests(lambda h, b, n: response(400, orjson.dumps({"error": {"message": "x" * 5_000}})))
-
-
-@pytest.fixture
-def hostile_process(request: pytest.FixtureRequest) -> Iterator[str]:
-    """`python -m tests.support.hostile tests.test_preflight:HANDLER` (the handler named by the test's param)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.hostile", f"tests.test_preflight:{request.param}"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        assert ready, "hostile server did not start"
-        line = proc.stdout.readline().decode()
-        assert line.startswith(LISTENING), line
-        yield line.removeprefix(LISTENING).strip()
-    finally:
-        proc.kill()
-        proc.wait()
+from tests.support.process_servers import served
 
 
 def test_a_wrong_route_stops_the_run_at_once_with_the_servers_message(mock_server):
@@ -83,25 +47,25 @@ def test_no_preflight_sends_the_run_as_before(mock_server, tmp_path):
     assert int(row["Failure Count"]) == int(row["Request Count"]) > 2
 
 
-@pytest.mark.parametrize("hostile_process", ["answer_422"], indirect=True)
-def test_an_encoding_the_server_rejects_422_stops_the_run(hostile_process):
-    result = run_locust(
-        "locustfiles/embeddings.py",
-        "--encoding-format",
-        "base64",
-        users=2,
-        run_time="2s",
-        host=hostile_process,
-        env=PREFLIGHT_ON,
-    )
+def test_an_encoding_the_server_rejects_422_stops_the_run():
+    with served("answer_422") as url:
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            "--encoding-format",
+            "base64",
+            users=2,
+            run_time="2s",
+            host=url,
+            env=PREFLIGHT_ON,
+        )
     assert result.returncode == 1, result.stderr[-2000:]
     assert "preflight: EmbeddingsUser (POST /v1/embeddings) failed: HTTP 422: " in result.stderr
     assert "Input should be 'float'" in result.stderr
 
 
-@pytest.mark.parametrize("hostile_process", ["answer_huge_400"], indirect=True)
-def test_a_huge_error_message_is_cut_in_the_line_that_stops_the_run(hostile_process):
-    result = run_locust("locustfiles/embeddings.py", users=2, run_time="2s", host=hostile_process, env=PREFLIGHT_ON)
+def test_a_huge_error_message_is_cut_in_the_line_that_stops_the_run():
+    with served("answer_huge_400") as url:
+        result = run_locust("locustfiles/embeddings.py", users=2, run_time="2s", host=url, env=PREFLIGHT_ON)
     assert result.returncode == 1
     line = next(line for line in result.stderr.splitlines() if "preflight:" in line)
     assert "HTTP 400: xxx" in line and len(line) < 1000

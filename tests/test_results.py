@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import select
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,9 +18,8 @@ import poolbench_locust.users as user_classes
 from devsupport.ports import free_port
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.results import compare, series
-from tests.conftest import START_TIMEOUT_S, _stop
-from tests.support.hostile import LISTENING, response, serve_requests
 from tests.support.locust_run import LOAD, ROOT, Completed, csv_rows, result_schema, run_locust
+from tests.support.process_servers import served
 
 FLAVOURS = {
     "vllm": [
@@ -172,46 +168,18 @@ def test_environment_variable_names_the_file_and_a_directory_stops_the_run_at_st
     assert "Traceback" not in bad.stderr
 
 
-# A server that fails every request with a huge status line's worth of text and a body of terminal
-# escapes: its words reach the failures table, and must reach the document bounded and as text.
-huge_failures = serve_requests(
-    lambda head, body, n: response(
-        500, b"\x1b[2J" + b"\x00boom " * 40_000, content_type="text/plain", reason="E" * 4000
-    )
-)
-
-
-@pytest.fixture
-def hostile_process() -> Iterator[str]:
-    """The server above in a process of its own (Locust's client runs in another): its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.hostile", "tests.test_results:huge_failures"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
-        line = proc.stdout.readline().decode() if ready else ""
-        assert line.startswith(LISTENING), f"hostile server did not start: {line!r}"
-        yield line.strip().removeprefix(LISTENING)
-    finally:
-        _stop(proc)
-
-
-def test_a_hostile_servers_failure_text_reaches_the_document_bounded(hostile_process, tmp_path):
+def test_a_hostile_servers_failure_text_reaches_the_document_bounded(tmp_path):
     result = tmp_path / "hostile.json"
-    done = run_locust(
-        "locustfiles/embeddings.py",
-        "--stop-timeout",
-        "5",
-        host=hostile_process,
-        users=2,
-        run_time="2s",
-        json_result=result,
-    )
+    with served("huge_failures") as url:
+        done = run_locust(
+            "locustfiles/embeddings.py",
+            "--stop-timeout",
+            "5",
+            host=url,
+            users=2,
+            run_time="2s",
+            json_result=result,
+        )
     assert result.exists(), done.stderr[-2000:]
     doc = json.loads(result.read_text())
     assert_valid(doc)

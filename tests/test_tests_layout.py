@@ -5,7 +5,9 @@ file and every helper module.
 A test module that imports another runs the other's module-level code and couples two rooms' tests;
 a helper two files need belongs in tests/support/. Every import is counted: top-level, function-local,
 `importlib.import_module("...")`, and a dotted name handed to a process that imports it
-(`python -m tests.support.hostile tests.test_x:HANDLER`), unless it names the module's own handlers."""
+(`python -m tests.support.hostile tests.test_x:HANDLER`). No test module is loaded by its name at all,
+not even by itself: a server that a test runs in a process of its own lives in tests/support/
+(process_servers.py), so that a test module is imported by pytest alone."""
 
 from __future__ import annotations
 
@@ -25,11 +27,13 @@ def module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts)
 
 
-def imported(path: Path, own: str) -> set[str]:
-    """Every module `path` (the module `own`) imports or names for a process to import, as dotted names."""
+def imported(path: Path, own: str) -> tuple[set[str], set[str]]:
+    """The modules `path` (the module `own`) imports, and those it names in a string for a process or a
+    loader to import, as dotted names."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = own.rsplit(".", 1)[0]
     found: set[str] = set()
+    named: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -41,14 +45,16 @@ def imported(path: Path, own: str) -> set[str]:
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)  # `from tests import test_cli`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := NAMED_MODULE.match(node.value)):
-            found.add(m.group(1))
-    return found
+            named.add(m.group(1))
+    return found, named
 
 
 def other_test_modules_of(path: Path, own: str | None = None) -> list[str]:
-    """The test modules other than itself that `path` (the module `own`, by default its own name) imports."""
+    """The test modules `path` (the module `own`, by default its own name) loads: those it imports other
+    than itself, and any it names for a process or a loader to import, itself included."""
     own = own or module_name(path)
-    return sorted(name for name in imported(path, own) if TEST_MODULE.match(name) and name != own)
+    found, named = imported(path, own)
+    return sorted({n for n in found if TEST_MODULE.match(n) and n != own} | {n for n in named if TEST_MODULE.match(n)})
 
 
 def python_files() -> list[Path]:
@@ -57,23 +63,25 @@ def python_files() -> list[Path]:
 
 def test_no_test_module_imports_another_test_module() -> None:
     offences = {str(p.relative_to(ROOT)): found for p in python_files() if (found := other_test_modules_of(p))}
-    assert offences == {}, f"move what they share to tests/support/: {offences}"
+    assert offences == {}, f"move what they share, and the servers they name, to tests/support/: {offences}"
 
 
 def test_devsupport_imports_nothing_from_tests_or_bench() -> None:
     """devsupport/ is what tests/ and bench/ share: it stands below both, so neither is needed to use it."""
+    above = ("tests", "bench")
     shared = sorted(p for p in (ROOT / "devsupport").rglob("*.py") if "__pycache__" not in p.parts)
     assert shared, "devsupport/ has no module"
     offences = {
         str(p.relative_to(ROOT)): found
         for p in shared
-        if (found := sorted(n for n in imported(p, module_name(p)) if n.split(".")[0] in ("tests", "bench")))
+        if (found := sorted(n for n in set().union(*imported(p, module_name(p))) if n.split(".")[0] in above))
     }
     assert offences == {}, f"devsupport/ must not import tests/ or bench/: {offences}"
 
 
 def test_the_guard_sees_every_form_of_import(tmp_path: Path) -> None:
-    """Each planted import of another test module is caught; a module naming its own handlers is not."""
+    """Each planted import of another test module is caught, and a module naming its own handlers for a
+    process; a module importing a helper is not."""
     other, own = "tests.test_" + "cli", "tests.test_" + "planted"  # spelled in two: this file names neither
     planted = {
         "top": f"from {other} import csv_rows\n",
@@ -90,8 +98,11 @@ def test_the_guard_sees_every_form_of_import(tmp_path: Path) -> None:
         path.write_text(source)
         assert other_test_modules_of(path, own) != [], name
     itself = tmp_path / "itself.py"
-    itself.write_text(f"ARGS = ['{own}:handler']\nfrom tests.support.hostile import response\n")
-    assert other_test_modules_of(itself, own) == []
+    itself.write_text(f"ARGS = ['-m', 'tests.support.hostile', '{own}:handler']\n")
+    assert other_test_modules_of(itself, own) == [own], "its own handlers, loaded by name in another process"
+    helper = tmp_path / "helper.py"
+    helper.write_text("ARGS = ['tests.support.process_servers:slow']\nfrom tests.support.hostile import response\n")
+    assert other_test_modules_of(helper, own) == []
 
 
 def readme_named() -> set[str]:

@@ -17,7 +17,7 @@ import gevent
 from geventhttpclient.response import HTTPParseError
 
 from poolbench_locust.engine.limits import MB
-from poolbench_locust.engine.transport import Exchange, ProtocolError
+from poolbench_locust.engine.transport import BoundedResponse, Exchange, ProtocolError
 
 CHUNK = 64 * 1024
 """Bytes asked of each read: one loopback segment. Larger chunks cost more, not less: at 256 KiB the
@@ -73,10 +73,10 @@ def _truncated(resp: Any) -> str:
     return "body truncated: connection closed in the middle of the chunked body"
 
 
-def _declared_length(resp: Any) -> int | None:
+def _declared_length(raw: BoundedResponse) -> int | None:
     try:
-        return resp._response.content_length
-    except (AttributeError, ValueError):
+        return raw.content_length
+    except ValueError:  # a Content-Length that is not a number: the parser refuses the body as it comes
         return None
 
 
@@ -102,7 +102,8 @@ def read_body(
     is kept only if it can be (a binary body kept for the consistency check): past `max_kept` it is dropped,
     `data` None, instead of a failure.
     """
-    raw = resp._response
+    raw = exchange.response  # resp's own (transport.send), read without reaching into resp
+    assert raw is not None  # resp has a head: its response is the exchange's
     parts: list[bytes] = []
     first = b""
     size = 0
@@ -110,7 +111,7 @@ def read_body(
     decoder = None
     try:
         decoder = _decoder(resp)
-        declared = _declared_length(resp)
+        declared = _declared_length(raw)
         if keep and max_kept is not None and declared is not None and decoder is None and declared > max_kept:
             if not spare:
                 raise BadResponse(too_large(max_kept, False))
@@ -121,7 +122,7 @@ def read_body(
             data = read()
             return Body(raw.body_bytes, len(data), data, data[:head] if head else b"", perf_counter())
         if not keep and decoder is None and limit is None:
-            first = _drain(raw, exchange, head)
+            first = raw.drain(head, CHUNK, YIELD_EVERY)
             return Body(raw.body_bytes, raw.body_bytes, None, first, perf_counter())
         reads = 0
         full = False
@@ -170,29 +171,6 @@ def read_body(
     ended = perf_counter()
     data = (parts[0] if len(parts) == 1 else b"".join(parts)) if keep else None
     return Body(raw.body_bytes, size, data, first, ended)
-
-
-def _drain(raw: Any, exchange: Exchange, head: int) -> bytes:
-    """Read a body to its end and drop it but for its first `head` bytes; return those.
-
-    The bytes still go through the response's parser (Content-Length and chunked framing, the deadline
-    and the bounds checked as for any read, the connection back to the pool at the end), but none is
-    copied into its buffer: read(CHUNK) appended every byte there, then sliced and copied it out, three
-    copies of a body that is only counted.
-    """
-    raw.drop_body(head)
-    reads = 0
-    try:
-        while not raw.message_complete and (sock := raw._sock) is not None:
-            raw.feed(sock.recv(CHUNK))  # b"": the stream ended, which the parser judges (complete or truncated)
-            reads += 1
-            if reads % YIELD_EVERY == 0:  # a fast sender never lets a recv block: let the other users run
-                exchange.check_deadline()
-                gevent.idle()
-    except BaseException:
-        raw.release()  # as geventhttpclient's read() does: a half-read connection is not reused
-        raise
-    return bytes(raw.kept_head)
 
 
 def _inflate(decoder: Any, chunk: bytes, exchange: Exchange) -> Iterator[bytes]:

@@ -25,9 +25,19 @@ geventhttpclient trusts the server in four ways this module takes back:
 The engine sends on that pool itself (`send`), not through Locust's `FastHttpSession.request` and
 geventhttpclient's `UserAgent.urlopen`: their work per request (a new request object with its URL
 parsed, the headers merged anew, the response context manager) is bookkeeping the engine does not
-need, about half of a small request's client CPU beyond a plain FastHttpUser's (issue 33). What
-they did that a request needs is here: the headers as they merged them (`aim`, once per plan) and
-the 307/308 redirects followed (`send`).
+need, about half of a small request's client CPU beyond a plain FastHttpUser's. What they did that
+a request needs is here: the headers as they merged them (`aim`, once per plan) and the 307/308
+redirects followed (`send`).
+
+Every private part of geventhttpclient (and of Locust's FastResponse and gevent's socket) the engine
+reaches is reached here and nowhere else: the parser's hooks `_on_status`, `_on_header_field`,
+`_on_header_value`, `_on_headers_complete`, `_on_message_begin`, `_on_message_complete` and `_on_body`,
+its `_header_state` and `_body_buffer`, the response's `_sock` and `_sent_request`, the client's
+`_connection_pool` and `_build_request`, the pool's `_is_socket_alive`, the user agent's `clientpool`,
+FastResponse's `_response` and gevent's socket's `_sock`. engine/user.py and engine/body.py use them
+through `install`, `send`, `ended_cleanly` and `BoundedResponse.drain`, which cost no call more per
+request than the accesses they replace. tests/test_private_parts.py fails naming the part a release
+removes or reshapes, and pyproject.toml bounds geventhttpclient to the newest release it passed on.
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ from geventhttpclient.response import (
 )
 from geventhttpclient.url import URL
 from geventhttpclient.useragent import CompatRequest, UnsupportedRedirectSchemeError
-from locust.contrib.fasthttp import FAILURE_EXCEPTIONS, FastRequest
+from locust.contrib.fasthttp import FAILURE_EXCEPTIONS, FastRequest, FastResponse
 
 MAX_REDIRECTS = 5
 """307/308 hops followed for one request before it fails."""
@@ -98,6 +108,8 @@ class Exchange:
         self.connected = False
         """Whether the last attempt had its connection: a failure before that is the connect's (TLS's)."""
         self.response: BoundedResponse | None = None
+        """The response of the last attempt: the one `send` returns (each redirect's hop and the resend
+        replace it), which engine/body.py reads."""
         self.sock: socket.socket | None = None
 
     def begin(self, deadline: gevent.Timeout, seconds: float, head_allowance: int = 0, allowance_why: str = "") -> None:
@@ -220,14 +232,32 @@ class BoundedResponse(HTTPSocketPoolResponse):
             raise ProtocolError(SECOND_RESPONSE)
         super()._on_message_begin()
 
-    def drop_body(self, head: int) -> None:
-        """From now on the body's bytes are counted and dropped, not appended to the response's buffer,
-        but for its first `head` bytes (`kept_head`, with what was buffered already)."""
-        buffered = self._body_buffer
+    def drain(self, head: int, chunk: int, every: int) -> bytes:
+        """Read the body to its end and drop it but for its first `head` bytes; return those.
+
+        The bytes still go through the parser (Content-Length and chunked framing, the deadline and the
+        bounds checked as for any read, the connection back to the pool at the end), but none is copied
+        into its buffer: read(chunk) appended every byte there, then sliced and copied it out, three
+        copies of a body that is only counted. `chunk` bytes are asked of each recv; every `every`
+        receives the deadline is checked and the other users run (a fast sender never lets a recv block).
+        """
+        buffered = self._body_buffer  # what came with the head: kept up to `head`, then dropped
         self.kept_head = bytearray(buffered[:head])
         self._head_wanted = head
         del buffered[:]
         self._dropping = True
+        reads = 0
+        try:
+            while not self.message_complete and (sock := self._sock) is not None:
+                self.feed(sock.recv(chunk))  # b"": the stream ended, which the parser judges (complete or truncated)
+                reads += 1
+                if reads % every == 0:
+                    self._exchange.check_deadline()
+                    gevent.idle()
+        except BaseException:
+            self.release()  # as geventhttpclient's read() does: a half-read connection is not reused
+            raise
+        return bytes(self.kept_head)
 
     def _on_body(self, buf: bytearray) -> None:
         self.body_bytes += len(buf)
@@ -326,7 +356,7 @@ class EngineClient(HTTPClient):
                     exchange._attempt()
                     continue
                 raise
-            response._sent_request = head
+            response._sent_request = head  # UserAgent.urlopen reads it (a request of a locustfile's own)
             return response
 
     def _head(self, method: str, uri: str, length: int, body: Any, headers: Any) -> str:
@@ -398,9 +428,11 @@ class EngineClientPool(HTTPClientPool):
         return client
 
 
-def install(agent: Any, exchange: Exchange, block_size: int) -> None:
-    """Give a FastHttpSession's user agent the engine's client pool, with the same client settings."""
-    agent.clientpool = EngineClientPool(exchange, **{**agent.clientpool.client_args, "block_size": block_size})
+def install(agent: Any, exchange: Exchange, block_size: int) -> EngineClientPool:
+    """Give a FastHttpSession's user agent the engine's client pool, with the same client settings; return
+    it, for `send`. A request of a locustfile's own on the session goes through the same pool."""
+    pool = agent.clientpool = EngineClientPool(exchange, **{**agent.clientpool.client_args, "block_size": block_size})
+    return pool
 
 
 class TooManyRedirects(Exception):
@@ -452,8 +484,9 @@ def _followed(response: BoundedResponse) -> str | None:
     return None
 
 
-def send(pool: HTTPClientPool, target: Target, body: bytes) -> BoundedResponse:
-    """POST `body` to `target` on the user's pool and return the response at its head, its body unread.
+def send(pool: HTTPClientPool, target: Target, body: bytes) -> FastResponse:
+    """POST `body` to `target` on the user's pool and return the response at its head, its body unread,
+    as Locust's FastHttpSession gives it (its `_response` is the Exchange's `response`).
 
     A 307/308 with a Location is followed (the body resent), at most MAX_REDIRECTS times, by
     geventhttpclient's own rules (`CompatRequest.redirect`: the Location resolved against the URL, a
@@ -465,7 +498,7 @@ def send(pool: HTTPClientPool, target: Target, body: bytes) -> BoundedResponse:
     for hop in range(MAX_REDIRECTS + 1):
         response = pool.get_client(split).request("POST", uri, body=body, headers=headers)
         if (location := _followed(response)) is None:
-            return response
+            return FastResponse(response, target.request, response._sent_request)
         response.release()
         if request is None:  # only a redirected request pays for a request object; its headers are its own
             request = CompatRequest(split, method="POST", headers=headers.copy(), payload=body)
@@ -475,6 +508,13 @@ def send(pool: HTTPClientPool, target: Target, body: bytes) -> BoundedResponse:
         split = request.url_split
         uri, headers = split.quoted_uri, request.headers
     raise TooManyRedirects(f"redirected more than {MAX_REDIRECTS} times (307/308)")
+
+
+def ended_cleanly(resp: Any) -> bool:
+    """Whether the answer of `send` (or the ErrorResponse of its failure) ended where its framing said,
+    and nothing followed: its connection may be reused."""
+    raw = getattr(resp, "_response", None)
+    return raw is not None and raw.message_complete and not raw.should_close()
 
 
 def failure_before_headers(error: BaseException, exchange: Exchange, https: bool) -> str:

@@ -36,6 +36,7 @@ from poolbench_locust.engine.transport import (
     Exchange,
     Target,
     aim,
+    ended_cleanly,
     failure_before_headers,
     install,
     send,
@@ -93,12 +94,6 @@ def _error_message(status: int, content_type: str, body: bytes, headers: Any) ->
     return f"HTTP {status}: {text or 'no error message'}{suffix}"
 
 
-def _ended_cleanly(resp: Any) -> bool:
-    """Whether the answer ended where its framing said, and nothing followed: its connection may be reused."""
-    raw = getattr(resp, "_response", None)
-    return raw is not None and raw.message_complete and not raw.should_close()
-
-
 class EndpointUser(FastHttpUser):
     """Sends the endpoint's requests in a closed loop and measures each to its last byte.
 
@@ -145,7 +140,7 @@ class EndpointUser(FastHttpUser):
         # sender, one resend on a stale keep-alive connection. geventhttpclient receives in 4 KiB blocks by
         # default (a 700 kB JSON body took 170 recv calls); the pool's connections receive CHUNK at a time.
         self._exchange = Exchange(self.plan.limits.max_header_bytes if self.plan else 0)
-        install(agent, self._exchange, CHUNK)
+        self._pool = install(agent, self._exchange, CHUNK)
         self._https = str(self.client.base_url or "").lower().startswith("https:")
         self._next = random.randrange(len(self.plan.requests)) if self.plan else 0
         self._body: Body | None = None
@@ -208,8 +203,7 @@ class EndpointUser(FastHttpUser):
         try:
             resp: FastResponse
             try:
-                raw = send(self.client.client.clientpool, target, req.body)
-                resp = FastResponse(raw, target.request, raw._sent_request)
+                resp = send(self._pool, target, req.body)
             except SEND_FAILURES as e:
                 resp = ErrorResponse(None, e)  # status_code 0, as Locust's session reports it
             if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
@@ -227,7 +221,7 @@ class EndpointUser(FastHttpUser):
                 resp.release()
                 received, failure = exchange.body_received, f"client error: {type(e).__name__}: {e}"
             deadline.close()  # from here on nothing may time out: the event must be fired
-            if failure is not None and not _ended_cleanly(resp):
+            if failure is not None and not ended_cleanly(resp):
                 exchange.drop_connection()  # whatever the server left on it must reach no other request
         finally:
             deadline.close()

@@ -27,8 +27,8 @@ HEADLINE = (
     ("e2e_p99_ms", "E2E 99%"),
 )
 """The figures given as mean and interval: the JSON key (`<key>_ci95` at the result's top level), the column."""
-COLUMNS = ["Repeat", "Seconds", "Request Count", "Failure Count", *(title for _, title in HEADLINE)]
-CSV_COLUMNS = [*COLUMNS, *(title for title, _ in WINDOW_COLUMNS)]
+REPEAT_COLUMNS = ["Repeat", "Seconds", "Request Count", "Failure Count", *(title for _, title in HEADLINE)]
+CSV_COLUMNS = [*REPEAT_COLUMNS, *(title for title, _ in WINDOW_COLUMNS)]
 ANSWER_COLUMNS = ["Identical %", "Cos Min"]
 """The console's columns of the answers compared in each repeat, shown when any repeat compared one."""
 
@@ -98,7 +98,7 @@ class RepeatTable:
     def console(self) -> str:
         """The repeats and one line per headline figure: mean [low, high]."""
         rows = [[("" if c is None else str(c)) for c in row] for row in self.rows()]
-        header = list(COLUMNS)
+        header = list(REPEAT_COLUMNS)
         if any(r["consistency"] for r in self.repeats):
             header += ANSWER_COLUMNS
             for cells, r in zip(rows, self.repeats, strict=True):
