@@ -572,13 +572,15 @@ def test_rendered_run_keeps_its_results_and_counts_every_token(
     # The master's preflight (poolbench_locust/preflight.py) is one request of the same shape that the
     # server counts and the stats never see: every request here asks for the same number of tokens.
     # So are each worker's reference requests of the consistency check (docs/consistency.md) where the answers
-    # are compared: --consistency-inputs of them, one text each, the same shape here (a batch of one).
+    # are compared: --consistency-inputs of them, one text alone each (a request holds LOCUST_BATCH_SIZE texts).
     requests, tokens = int(pooling["Request Count"]), int(pooling["Input Tokens"])
     assert "preflight: EmbeddingsUser (POST /v1/embeddings) answered" in run.logs
     compared = "not compared" not in run.logs
     references = int(master.pod_env["LOCUST_CONSISTENCY_INPUTS"]) * len(run.workers) if compared else 0
+    per_request = tokens // requests
+    per_text = per_request // int(master.pod_env["LOCUST_BATCH_SIZE"])
     assert requests + 1 + references == served["requests"], run.logs
-    assert tokens + (1 + references) * (tokens // requests) == served["prompt_tokens"] > 0, run.logs
+    assert tokens + per_request + references * per_text == served["prompt_tokens"] > 0, run.logs
     assert "Server metrics: Requests differ" not in run.logs, "the reconciliation counts the reference requests"
 
     assert master.env["LOCUST_API_KEY"] == API_KEY
