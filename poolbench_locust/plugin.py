@@ -10,6 +10,7 @@ from locust import events as locust_events
 from locust.event import Events
 
 from poolbench_locust import (
+    answer_validator,
     embedded_mock,
     locust_pages,
     options,
@@ -44,6 +45,8 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # no host, then one request per User class (the web form's secrets are put back before any of
     # them reads the form: webform/validation.py).
     start_checks.setup(events)
+    # Which validator checks JSON answers (the C pass or simdjson), said once at start, kept in the JSON result.
+    answer_validator.setup(events, results)
     embedded_mock.setup(events)
     limits_check.setup(events)  # the server's own limits, before preflight sends it anything
     preflight.setup(events)

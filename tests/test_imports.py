@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("capacity", ("capacity",)),  # --find-capacity: the search's load shape, its probes and their report
     ("results", ("results",)),  # the JSON result, poolbench-compare
     ("exporter", ("exporter",)),
-    ("start", ("start_checks", "preflight", "stop_timeout", "embedded_mock", "webform")),
+    ("start", ("start_checks", "preflight", "stop_timeout", "embedded_mock", "webform", "answer_validator")),
     # Each room's place in Locust's events and pages, and the plugin that calls them in order.
     (
         "wiring",
