@@ -114,7 +114,7 @@ def test_an_input_tei_would_refuse_stops_the_run_before_any_request(tei_mock, tm
     code, output, _ = run_and_find_leftovers(argv, grace=0)
     assert code == 1, output[-2000:]
     line = next(line for line in output.splitlines() if "--truncate: TEIEmbedUser" in line)
-    assert "the client's count" in line and f"above {TEI_MAX_INPUT_LENGTH} tokens" in line, line
+    assert "the client's estimate" in line and f"above {TEI_MAX_INPUT_LENGTH} tokens" in line, line
     assert "max_input_length" in line and "--truncate none" in line
     assert tei_mock.stats()["requests"] == 0, "nothing was sent: not even the preflight request"
 
@@ -135,7 +135,7 @@ def test_an_input_above_vllms_max_model_len_gives_one_warning_naming_truncate(mo
     assert code in (0, 1), output[-2000:]  # the mock answers; whether it refuses is not this test's
     (line,) = _length_warnings(output)
     assert "WARNING" in line and "--truncate: EmbeddingsUser" in line and f"max_model_len {MAX_MODEL_LEN}" in line
-    assert "the client's count" in line and "--truncate end" in line
+    assert "the client's estimate" in line and "--truncate end" in line
     code, output, _ = run_and_find_leftovers(argv("--truncate", "end"), grace=0)
     assert _length_warnings(output) == [], output[-2000:]
 

@@ -27,6 +27,7 @@ from poolbench_locust.wire import (
 )
 from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
 from poolbench_locust.workload.arrival import Schedule
+from poolbench_locust.workload.input_lengths import InputLengths, lengths_for
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 
@@ -81,6 +82,9 @@ class Plan:
     token_rows: TokenRows | None = None
     """Token-level answers (--pooling-task token_embed/token_classify, TEI's /embed_all): their rows
     checked against the tokens, and what the answers taught of their shape; None for every other class."""
+    input_lengths: InputLengths | None = None
+    """The pool's inputs by their token count (counted as `client_token_source` says), for the start check
+    that compares them with the server's length limit (serverlimits/); None where no limit is checked."""
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -210,7 +214,8 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
-        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs)
+        lengths = lengths_for(endpoint, settings)
+        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs, lengths)
         plan = Plan(
             settings=settings,
             route=route,
@@ -229,6 +234,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             schedule=getattr(dataset, "schedule", None),
             endpoint=endpoint,
             token_rows=rows,
+            input_lengths=lengths,
         )
         plans[key] = plan
     return plan

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import gevent
 from gevent.event import Event
 
-from poolbench_locust.mockserver.config import FLAVORS, INFINITY_DTYPES, INFINITY_USAGE, MockConfig
+from poolbench_locust.mockserver.config import FLAVORS, INFINITY_DTYPES, INFINITY_USAGE, MAX_MODEL_LEN, MockConfig
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.mockserver.server import MockServer
 from poolbench_locust.wire import POOLING_TASKS
@@ -89,6 +89,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the model's pooling task: /pooling refuses another; token_embed: /v1/embeddings answers token rows",
     )
+    p.add_argument(
+        "--max-model-len",
+        type=_int_from(1),
+        default=MAX_MODEL_LEN,
+        metavar="N",
+        help="the model's context length (vLLM's): a longer prompt is a 400 unless truncated; /v1/models says it",
+    )
     p.add_argument("--gzip", action="store_true", help="gzip JSON answers when the client accepts gzip")
     p.add_argument(
         "--infinity-usage",
@@ -134,6 +141,7 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         drift_above=args.drift_above,
         cache_drift=args.cache_drift,
         flip_above=args.flip_above,
+        max_model_len=args.max_model_len,
     )
 
 

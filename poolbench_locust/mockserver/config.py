@@ -17,6 +17,8 @@ INFINITY_USAGE: tuple[str, ...] = ("chars", "tokens")
 INFINITY_DTYPES: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
 """Infinity's --embedding-dtype: the mock's Infinity answers in the one its config names."""
 DEFAULT_STALL_MS = 30000.0
+MAX_MODEL_LEN = 8192
+"""The model's context length the mock's vLLM serves by default (--max-model-len)."""
 
 
 class ControlError(ValueError):
@@ -45,12 +47,17 @@ class MockConfig:
     """An input answered before gets a drifted vector (faults.py)."""
     flip_above: int | None = None
     """More requests than this in flight: a ranking's top two scores trade places (faults.py). None: never."""
+    max_model_len: int = MAX_MODEL_LEN
+    """The model's context length, as vLLM's: a longer prompt is refused (400) unless truncated; /v1/models
+    and /tokenize say it."""
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
             raise ControlError("ttfb_ms and body_ms must be >= 0")
         if self.dim < 1:
             raise ControlError("dim must be >= 1")
+        if self.max_model_len < 1:
+            raise ControlError("max_model_len must be >= 1")
         if self.flavor not in FLAVORS:
             raise ControlError(f"flavor must be one of {', '.join(FLAVORS)}")
         if self.task is not None and self.task not in POOLING_TASKS:

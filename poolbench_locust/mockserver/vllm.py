@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from poolbench_locust.mockserver import image_inputs, vectors
+from poolbench_locust.mockserver import config, image_inputs, vectors
 from poolbench_locust.mockserver.answers import (
     LABELS,
     Ranking,
@@ -71,7 +71,8 @@ from poolbench_locust.wire import (
     count_words,
 )
 
-MAX_MODEL_LEN = 8192
+MAX_MODEL_LEN = config.MAX_MODEL_LEN
+"""The default; a mock started with --max-model-len serves its own (`call.config.max_model_len`)."""
 CLASSES = len(LABELS)
 """Classes of the mock's classifier: /classify's LABEL_0 and LABEL_1."""
 REMOVED_TASKS: Mapping[str, str] = {
@@ -200,19 +201,20 @@ def _counts(call: Call, counts: list[int]) -> list[int]:
         raise BadRequest("truncate_prompt_tokens: Input should be greater than or equal to -1")
     if call.body.get("truncation_side") not in (None, "left", "right"):
         raise BadRequest("truncation_side: Input should be 'left' or 'right'")
+    most = call.config.max_model_len
     if cut is None:
-        if (longest := max(counts, default=0)) > MAX_MODEL_LEN:
+        if (longest := max(counts, default=0)) > most:
             raise BadRequest(
-                f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, your prompt contains "
+                f"This model's maximum context length is {most} tokens. However, your prompt contains "
                 f"{longest} input tokens, which exceeds this limit even without any output tokens. "
                 "Please reduce the length of the input prompt."
             )
         return counts
-    if cut > MAX_MODEL_LEN:
+    if cut > most:
         raise BadRequest(
             "truncate_prompt_tokens value is greater than max_model_len. Please request a smaller truncation size."
         )
-    limit = MAX_MODEL_LEN if cut == -1 else cut
+    limit = most if cut == -1 else cut
     return [min(n, limit) for n in counts]
 
 
@@ -328,7 +330,7 @@ def tokenize(call: Call) -> Reply:
         count = count_prompt(prompt)
     else:
         raise BadRequest("'prompt' must be a string or token ids (or give 'messages')")
-    doc = {"count": count, "max_model_len": MAX_MODEL_LEN, "tokens": list(range(1000, 1000 + count))}
+    doc = {"count": count, "max_model_len": call.config.max_model_len, "tokens": list(range(1000, 1000 + count))}
     return Reply(200, orjson.dumps(doc))
 
 
@@ -340,7 +342,7 @@ def models(call: Call) -> Reply:
         "created": int(time.time()),
         "owned_by": "poolbench-mock",
         "root": call.config.model,
-        "max_model_len": MAX_MODEL_LEN,
+        "max_model_len": call.config.max_model_len,
     }
     return Reply(200, orjson.dumps({"object": "list", "data": [card]}))
 

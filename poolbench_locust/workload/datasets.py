@@ -17,6 +17,7 @@ import orjson
 from poolbench_locust.endpoints.spec import Inputs, Shape
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import cache_inputs, chat_batches, corpus, images
+from poolbench_locust.workload.input_lengths import CUTS
 from poolbench_locust.workload.records import fail as _fail
 from poolbench_locust.workload.records import lines_of, record_inputs, text_field
 from poolbench_locust.workload.tokens import TokenCounter
@@ -100,13 +101,15 @@ class RandomDataset:
     def __init__(self, settings: Settings, shape: Shape, counter: TokenCounter) -> None:
         self.settings, self.shape = settings, shape
         self.fitter = LengthFitter(counter)
-        # /tokenize tells the model's context length with its first count (the fitter's): an input that
-        # cannot fit would fail every request with HTTP 400, so it stops the run now.
+        # /tokenize tells the model's context length with its first count (the fitter's): when even the
+        # shortest input cannot fit, every request would fail with HTTP 400, so it stops the run now. A span
+        # only partly above it is the start check's to count and warn of (serverlimits/limits_check.py), and
+        # an input the server is asked to cut (--truncate end/start) fits whatever its length.
         limit = getattr(counter, "max_model_len", None)
-        if limit is not None and settings.input_len.hi > limit:
+        if limit is not None and settings.input_len.lo > limit and settings.truncate not in CUTS:
             raise OptionError(
                 "--input-len",
-                f"{settings.input_len.hi} tokens do not fit the model's context of {limit} tokens (max_model_len)",
+                f"{settings.input_len} tokens do not fit the model's context of {limit} tokens (max_model_len)",
             )
         self.prefix = self.fitter.prefix(settings.shared_prefix_tokens, settings.seed)
         """--shared-prefix-tokens: the words every input (every query of rerank and score) begins with."""

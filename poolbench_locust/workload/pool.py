@@ -21,6 +21,7 @@ from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import images, injected_references
 from poolbench_locust.workload.cache_inputs import Repeats
 from poolbench_locust.workload.datasets import Dataset
+from poolbench_locust.workload.input_lengths import InputLengths
 from poolbench_locust.workload.request_fields import merged, request_fields
 from poolbench_locust.workload.tokens import TokenCounter
 
@@ -50,9 +51,11 @@ def prepare(
     counter: TokenCounter,
     fields: Mapping[str, Any],
     per_input: bool = False,
+    lengths: InputLengths | None = None,
 ) -> PreparedRequest:
     """One request; `fields` (request_fields.request_fields) merged into its body; with `per_input`, each
-    input's own token count kept beside their sum."""
+    input's own token count kept beside their sum; with `lengths`, each input's count added to that tally
+    (the counts the sum is made of: nothing is counted twice but a batch of conversations' messages)."""
     if inputs.images:
         inputs = images.sendable(endpoint, inputs)
         if endpoint.images == "alone":  # each image one input, one vector; the texts are not sent
@@ -60,19 +63,48 @@ def prepare(
             return PreparedRequest(_body(endpoint, settings, inputs, fields), count, 0, count)
         if endpoint.images == "chat":  # one conversation of the texts and their images: one vector
             tokens = sum(counter.count(t) for t in inputs.texts if t)
+            if lengths is not None:
+                lengths.add((tokens,))  # its images' tokens are not counted: the server's count is higher
             return PreparedRequest(_body(endpoint, settings, inputs, fields), 1, tokens, 1)
     body = _body(endpoint, settings, inputs, fields)
     if per_input and endpoint.shape == "texts":
         counts = tuple(counter.count(t) for t in inputs.texts)
+        if lengths is not None:
+            lengths.add(counts)
         return PreparedRequest(body, len(counts), sum(counts), len(counts), counts)
-    tokens = sum(counter.count(t) for t in inputs.texts if t)
+    each = [counter.count(t) for t in inputs.texts if t]
+    tokens = sum(each)
     if endpoint.shape == "pairs":
         pairs = len(inputs.texts)
-        return PreparedRequest(body, pairs, tokens + pairs * counter.count(inputs.query), pairs)
+        query = counter.count(inputs.query)
+        if lengths is not None:  # a cross-encoder's prompt is the query and the document together
+            lengths.add(query + n for n in each)
+        return PreparedRequest(body, pairs, tokens + pairs * query, pairs)
     if endpoint.shape == "chat":  # one conversation, however many messages, is one embedding
         conversations = len(inputs.conversations) or 1
+        if lengths is not None:
+            lengths.add(_conversation_counts(inputs, counter) if inputs.conversations else (tokens,))
         return PreparedRequest(body, conversations, tokens, conversations)
+    if lengths is not None:
+        lengths.add(each)
     return PreparedRequest(body, len(inputs.texts), tokens, len(inputs.texts))
+
+
+def _conversation_counts(inputs: Inputs, counter: TokenCounter) -> list[int]:
+    """Each conversation's tokens of a batch of them: its messages' texts (a chat template adds a few more)."""
+    return [
+        sum(counter.count(text) for message in conversation for text in _message_texts(message) if text)
+        for conversation in inputs.conversations
+    ]
+
+
+def _message_texts(message: Mapping[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):  # content parts: the texts beside the images
+        return [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    return []
 
 
 def _body(endpoint: Endpoint, settings: Settings, inputs: Inputs, fields: Mapping[str, Any]) -> bytes:
@@ -96,12 +128,14 @@ def request_pool(
     per_input: bool = False,
     references: list[PreparedRequest] | None = None,
     reference_inputs: list[Any] | None = None,
+    lengths: InputLengths | None = None,
 ) -> list[PreparedRequest]:
-    """The pool of distinct requests. With `references` (a list, filled here), up to --consistency-inputs of
-    its requests carry a reference input (`PreparedRequest.refs`), the id of each its index in `references`:
-    for a texts-shaped endpoint the first text of each of the first distinct requests, alone in a request of
-    its own; for a pairs-shaped one the whole request, itself its reference. With `reference_inputs` too,
-    each reference's input is appended to it by id (`reference_input`): what a reference file keys it by.
+    """The pool of distinct requests. With `lengths` (workload/input_lengths.py), each of its inputs' counts
+    is tallied there. With `references` (a list, filled here), up to --consistency-inputs of its requests carry
+    a reference input (`PreparedRequest.refs`), the id of each its index in `references`: for a texts-shaped
+    endpoint the first text of each of the first distinct requests, alone in a request of its own; for a
+    pairs-shaped one the whole request, itself its reference. With `reference_inputs` too, each reference's
+    input is appended to it by id (`reference_input`): what a reference file keys it by.
 
     Where the pool's inputs do not recur within a run (a trace, a large dataset: injected_references.injects),
     the references are drawn from a small share of marked requests instead, each of which then carries one
@@ -127,7 +161,7 @@ def request_pool(
                 raise OptionError("--images", "the dataset brings its own images: leave --images out")
             inputs = images.with_generated(inputs, numbers)
         inputs = repeats.apply(inputs)
-        request = prepare(endpoint, settings, inputs, counter, fields, per_input)
+        request = prepare(endpoint, settings, inputs, counter, fields, per_input, lengths)
         if marks is not None and injected_references.markable(inputs, endpoint.shape == "pairs"):
             marks.see(len(pool), inputs, request.sequences)
         elif references is not None and inputs.texts:  # images: the first requests' references

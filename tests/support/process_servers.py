@@ -97,6 +97,9 @@ def _counting(slow_s: float, hostile: bool) -> object:
             if head.startswith(b"GET /count"):
                 sock.sendall(response(200, str(_count).encode(), content_type="text/plain"))
                 continue
+            if not head.startswith(b"POST"):  # the start's GET /v1/models (max_model_len): not a request of the load
+                sock.sendall(response(404, b"{}"))
+                continue
             n = next(_received)
             _count = n
             inputs = orjson.loads(body)["input"]

@@ -55,6 +55,9 @@ def handler(sock: socket.socket, _connection: int) -> None:
         if request[0].startswith(b"GET /timings"):
             sock.sendall(response(body=json.dumps({"server_ms": timings_ms}).encode()))
             continue
+        if not request[0].startswith(b"POST"):  # the start's GET /v1/models (max_model_len): neither timed nor counted
+            sock.sendall(response(404, b"{}"))
+            continue
         duration = (FIRST_MS if first else DURATIONS_MS[next(_requests) % len(DURATIONS_MS)]) / 1000
         first = False
         _sleep_until(arrived + TTFB_MS / 1000)
