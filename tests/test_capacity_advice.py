@@ -98,13 +98,29 @@ def test_behind_with_an_idle_cpu_the_users_are_the_limit_and_the_answer_sizes_th
 
 def test_users_too_few_by_littles_law_are_the_limit_whatever_the_cpu_short_of_busy():
     """A CPU between idle and busy (or unknown: a master reads no peak per probe) is not the limit where the
-    users could not carry the rate at the time each held a request."""
+    users could not carry the rate at the time each held a request (or 80 % of them were kept busy)."""
     for peak in (75.0, None):
         probe = judge(behind_probe(cpu_peak=peak), settings())
         assert probe.client_limit == USERS and probe.users_needed == 16, probe.why
-    # the same users could carry 300/s: the CPU, neither idle nor busy, is named
+    # the same users carry 400/s: at 300/s they were free a quarter of the time, the CPU is named
     carried = judge(behind_probe(rate=300.0, scheduled=1200, sent=1000, cpu_peak=75.0), settings())
     assert carried.limited_by == CLIENT and carried.client_limit == CPU and carried.users_needed is None
+    assert "Run it again with 2 --processes or workers." in outcome_of(carried).answer()
+
+
+def test_users_mostly_free_name_the_cpu_even_where_its_figure_reads_idle():
+    """A process a busy machine gives a fifth of a core reads 20 % while it cannot hand out its arrivals:
+    64 users x 20 ms carry 3,200/s, a sixth of them busy at 512/s. Without a request to time, the CPU's
+    peak decides."""
+    starved = judge(behind_probe(users=64, cpu_peak=20.0), settings())
+    assert starved.client_limit == CPU and starved.users_needed is None
+    assert "64 users that each held a request 20.0 ms carry 3,200.0 requests/s: most were free" in "; ".join(
+        starved.why
+    )
+    untimed = judge(behind_probe(held_ms=None, requests=0, good=0, cpu_peak=20.0), settings())
+    assert untimed.client_limit == USERS and untimed.users_needed is None
+    assert "Raise -u; more --processes or workers would share the same -u" in outcome_of(untimed).answer()
+    assert judge(behind_probe(held_ms=None, requests=0, good=0, cpu_peak=60.0), settings()).client_limit == CPU
 
 
 def test_a_lower_max_concurrency_is_the_option_named():

@@ -16,6 +16,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import install, searches_of, shape_of, uninstall
+from poolbench_locust.capacity.probes import USERS_BUSY_SHARE
 from poolbench_locust.capacity.report import CSV_COLUMNS, row
 from poolbench_locust.consistency.state import WINDOW_SCHEMA
 from poolbench_locust.json_sections import (
@@ -135,10 +136,10 @@ INTERVAL = {
 }
 CLIENT_LIMIT = {
     "enum": ["users", "cpu", None],
-    "description": "Where limited_by is client, which part of it: users (too few for the rate at the server's"
-    f" latency: the client's CPU idle, below {CPU_IDLE_PERCENT:g} % of a core at its peak, or fewer users than"
-    " Little's law asks;"
-    " raise -u) or cpu (raise --processes or workers); null for a server verdict",
+    "description": "Where limited_by is client, which part of it: users (by Little's law the rate kept at least"
+    f" {100 * USERS_BUSY_SHARE:g} % of them busy at held_ms; or, with no request timed, the CPU idle, below"
+    f" {CPU_IDLE_PERCENT:g} % of a core at its peak: raise -u) or cpu (its CPU busy, or its users mostly free:"
+    " raise --processes or workers); null for a server verdict",
 }
 USERS_NEEDED = {
     "type": ["integer", "null"],

@@ -46,6 +46,10 @@ USERS = "users"
 """A client verdict's part: too few users (slots) for the rate at the server's latency; more users help."""
 CPU = "cpu"
 """A client verdict's part: its CPU could not run the schedule; more processes or workers help."""
+USERS_BUSY_SHARE = 0.8
+"""The share of the users that Little's law keeps busy at a probe's rate (rate x held / users) from which a
+client that fell behind was short of users. Below it the users were mostly free: the process did not hand
+them the arrivals in time, whatever its CPU figure says (a machine may give it far less than a core)."""
 
 
 @dataclass(frozen=True)
@@ -333,19 +337,26 @@ def judge(probe: Probe, settings: Settings) -> Probe:
 
 
 def _client_part(probe: Probe, settings: Settings) -> None:
-    """Which part of the client held the schedule back, and what to raise: its CPU (busy for seconds; or not
-    idle while its users could carry the rate) wants processes or workers; its users (the CPU idle, below
-    CPU_IDLE_PERCENT of a core at its peak, or fewer than Little's law asks) want more users, as many as
-    the rate times the time each request held one, with headroom. More processes share the same -u."""
+    """Which part of the client held the schedule back, and what to raise. Its CPU, busy for seconds, wants
+    processes or workers. Else Little's law says: the users it kept busy at the rate (rate x the time each
+    request held one) were most of them (USERS_BUSY_SHARE): the users were the limit, and as many as the
+    rate times that time, with headroom, are asked for; more processes would share the same -u. Users
+    mostly free mean a process that did not hand them the arrivals: its CPU. Without a request ended to
+    time, the CPU's peak decides: idle (below CPU_IDLE_PERCENT of a core) names the users."""
     slots, probe.users_option = probe.users, "-u"
     if settings.max_concurrency and (not slots or settings.max_concurrency < slots):
         slots, probe.users_option = settings.max_concurrency, "--max-concurrency"
     held = probe.held_ms
     carried = slots * 1000 / held if slots and held else None  # Little's law: the most requests/s the slots carry
     idle = probe.cpu_peak is not None and probe.cpu_peak < CPU_IDLE_PERCENT
-    short = carried is not None and carried < probe.rate
-    if probe.cpu_busy or not (idle or short):
+    short = probe.rate >= USERS_BUSY_SHARE * carried if carried is not None else idle
+    if probe.cpu_busy or not short:
         probe.client_limit = CPU
+        if not probe.cpu_busy and carried is not None:
+            probe.why.append(
+                f"{slots:,} users that each held a request {held:,.1f} ms carry {carried:,.1f} requests/s: most were "
+                "free, the process did not hand them the arrivals in time"
+            )
         return
     probe.client_limit = USERS
     if held is not None:

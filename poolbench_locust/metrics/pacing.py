@@ -52,9 +52,10 @@ MIN_SHORTFALL = 2
 """Arrivals: a window short by fewer is never behind (at 1 request/s one in dispatch is 33 % of 3 s)."""
 CPU_BUSY_PERCENT = 90.0
 CPU_IDLE_PERCENT = 50.0
-"""Below this peak, in % of one core, the client's CPU was idle: a process that fell behind then ran short
-of users (free slots), not of CPU. One gevent loop with half its core to spare hands every arrival over in
-time; more processes would only share the same -u."""
+"""Below this peak, in % of one core, the client's CPU was idle: one gevent loop with half its core to
+spare hands every arrival over in time, so a process that fell behind with every user busy was short of
+users, not of CPU, and the warning and the capacity answer say so (more processes would only share the
+same -u). A capacity probe with no request timed names the users on this figure alone."""
 USERS_HEADROOM = 1.5
 """The users advised are Little's law's (the rate x the time a request held a user) times this: random
 arrivals come in bursts, and a server's latency grows with its load."""
