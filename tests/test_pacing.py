@@ -79,7 +79,10 @@ def test_a_rate_the_client_cannot_reach_is_said_during_the_run_and_after_and_fai
     for process, target, sent, _ in said:
         assert process == "local" and target == "1,600.0"
         assert float(sent.replace(",", "")) < 400
-    assert "Likely cause: no free slot" in result.stderr and "raise --max-concurrency or -u" in result.stderr
+    assert "Likely cause: no free slot" in result.stderr and "the users were the limit" in result.stderr
+    # Little's law: 1,600/s x the 50 ms each request held a user (x1.5) are the users asked for
+    needed = [int(n.replace(",", "")) for n in re.findall(r"raise -u to at least ([\d,]+)", result.stderr)]
+    assert len(needed) == 2 and all(n >= 1600 * 0.05 for n in needed), result.stderr[-3000:]
     assert re.search(
         r"Check failed: --check-min-rate-ratio 0.9: the open loop sent \d+ of the \d+ requests", result.stderr
     )
@@ -185,7 +188,7 @@ def test_a_rate_above_the_servers_capacity_names_the_server_when_its_own_queue_g
         assert "no free slot" not in result.stderr
         assert row["Likely Cause"] == "server saturated" and SATURATED.search(warnings[0])
     else:
-        assert "Likely cause: no free slot" in result.stderr and "raise --max-concurrency or -u" in result.stderr
+        assert "Likely cause: no free slot" in result.stderr and "raise -u to at least" in result.stderr
         assert "saturated" not in result.stderr and row["Likely Cause"] == "no free slot"
 
 

@@ -203,7 +203,7 @@ class CapacityShape(LoadTestShape):
         # The arrivals still queued in the client are this probe's backlog: sent later, they would be the
         # next probe's latencies.
         runner.send_message(DROP_DUE_MESSAGE)
-        probe = measure(number, rate, before, after, cpu, self._processes())
+        probe = measure(number, rate, before, after, cpu, self._processes(), self.users)
         probe.server_waiting = server_gauge(self.environment, "waiting", before.wall, after.wall)
         probe.server_running = server_gauge(self.environment, "running", before.wall, after.wall)
         probe.consistency = compared

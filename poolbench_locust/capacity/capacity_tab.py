@@ -16,6 +16,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import install, searches_of, shape_of, uninstall
+from poolbench_locust.capacity.probes import USERS_BUSY_SHARE
 from poolbench_locust.capacity.report import CSV_COLUMNS, row
 from poolbench_locust.consistency.state import WINDOW_SCHEMA
 from poolbench_locust.json_sections import (
@@ -37,6 +38,7 @@ from poolbench_locust.locust_pages import (
     live_box_script,
     web_base,
 )
+from poolbench_locust.metrics.pacing import CPU_IDLE_PERCENT
 from poolbench_locust.metrics.table import csv_text
 from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.webform.validation import form_options
@@ -132,10 +134,23 @@ INTERVAL = {
         {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 2, "maxItems": 2},
     ]
 }
+CLIENT_LIMIT = {
+    "enum": ["users", "cpu", None],
+    "description": "Where limited_by is client, which part of it: users (by Little's law the rate kept at least"
+    f" {100 * USERS_BUSY_SHARE:g} % of them busy at held_ms; or, with no request timed, the CPU idle, below"
+    f" {CPU_IDLE_PERCENT:g} % of a core at its peak: raise -u) or cpu (its CPU busy, or its users mostly free:"
+    " raise --processes or workers); null for a server verdict",
+}
+USERS_NEEDED = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "description": "Where client_limit is users: the users to try, Little's law's (the rate x held_ms) x1.5,"
+    " rounded up, more than the run had; null otherwise or when no request ended to time",
+}
 PROBE_SCHEMA = {
     "type": "object",
     "required": [
-        *("rate", "sent_ratio", "attainment", "e2e_p99_ms", "limited_by", "passed"),
+        *("rate", "sent_ratio", "attainment", "e2e_p99_ms", "limited_by", "client_limit", "users_needed", "passed"),
         *("energy_j", "power_mean_w", "energy_j_per_1m_input_tokens"),
         "consistency",
     ],
@@ -145,6 +160,14 @@ PROBE_SCHEMA = {
         "attainment": {"type": ["number", "null"]},
         "e2e_p99_ms": {"type": ["number", "null"]},
         "limited_by": {"enum": ["server", "client"]},
+        "client_limit": CLIENT_LIMIT,
+        "users_needed": USERS_NEEDED,
+        "held_ms": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "The mean time a request held a user in the probe: its E2E less its wait in the client's"
+            " own queue (the latency Little's law takes); null when no request ended",
+        },
         "passed": {"type": "boolean"},
         "energy_j": {
             "type": ["number", "null"],
@@ -175,7 +198,7 @@ CAPACITY_SCHEMA = {
             "type": "object",
             "required": [
                 *("requests_per_s", "input_tokens_per_s", "sequences_per_s", "attainment", "limited_by"),
-                *("ended", "probes"),
+                *("client_limit", "users_needed", "ended", "probes"),
             ],
             "properties": {
                 "requests_per_s": {
@@ -187,6 +210,8 @@ CAPACITY_SCHEMA = {
                 "sequences_per_s": {"type": ["number", "null"]},
                 "attainment": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                 "limited_by": {"enum": ["server", "client", None]},
+                "client_limit": CLIENT_LIMIT,
+                "users_needed": USERS_NEEDED,
                 "ended": {"type": ["string", "null"]},
                 "requests_per_s_ci95": {
                     "description": "--repeat N: the 95 % confidence interval [low, high] of the N searches' answers"

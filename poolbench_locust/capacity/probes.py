@@ -22,7 +22,16 @@ from poolbench_locust.consistency.state import TOTAL
 from poolbench_locust.metrics.client_board import board_of
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
-from poolbench_locust.metrics.pacing import BEHIND_RATIO, CPU_BUSY_PERCENT, MIN_SHORTFALL, SUSTAINED_TICKS, watcher_of
+from poolbench_locust.metrics.pacing import (
+    BEHIND_RATIO,
+    CPU_BUSY_PERCENT,
+    CPU_IDLE_PERCENT,
+    MIN_SHORTFALL,
+    SUSTAINED_TICKS,
+    held_ms,
+    users_needed,
+    watcher_of,
+)
 from poolbench_locust.options import Settings, Slo
 from poolbench_locust.servermetrics.gpu import EnergyMark
 from poolbench_locust.servermetrics.scraping import scraping_of
@@ -33,6 +42,14 @@ DEFAULT_FAIL_RATIO = 0.01
 """The highest failure ratio of a passing probe, when --check-fail-ratio is not given."""
 SERVER = "server"
 CLIENT = "client"
+USERS = "users"
+"""A client verdict's part: too few users (slots) for the rate at the server's latency; more users help."""
+CPU = "cpu"
+"""A client verdict's part: its CPU could not run the schedule; more processes or workers help."""
+USERS_BUSY_SHARE = 0.8
+"""The share of the users that Little's law keeps busy at a probe's rate (rate x held / users) from which a
+client that fell behind was short of users. Below it the users were mostly free: the process did not hand
+them the arrivals in time, whatever its CPU figure says (a machine may give it far less than a core)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class Mark:
     """Each dcgm-exporter target's energy counter at its last scrape (probe_energy.py)."""
     server_latency: tuple[float, float] | None = None
     """The server's own request-latency histogram at its last scrape, summed over its targets: (sum in s, count)."""
+    queue: dict[str, Any] | None = None
+    """The client's own queue (the wait for a free slot) histogram: E2E less it is the time a request held a user."""
 
 
 def server_latency_mark(environment: Environment) -> tuple[float, float] | None:
@@ -97,6 +116,7 @@ def mark(environment: Environment, at: float) -> Mark:
         input_tokens=total.input_tokens,
         e2e=total.timings["e2e"].dump(),
         ttfb=total.timings["ttfb"].dump(),
+        queue=total.timings["queue"].dump(),
         scheduled=scheduled,
         sent=sent,
         cpu_busy=busy,
@@ -167,6 +187,10 @@ class Probe:
     cpu_peak: float | None = None
     cpu_busy: bool = False
     processes: int = 1
+    users: int = 0
+    """The most requests in flight: -u (the run's, every process's together); 0 where unknown."""
+    held_ms: float | None = None
+    """The mean time a request held a user in the window: its E2E less its wait in the client's own queue."""
     server_waiting: float | None = None
     server_running: float | None = None
     server_latency_ms: float | None = None
@@ -181,6 +205,13 @@ class Probe:
     (consistency/state.py); None when none was."""
     passed: bool = False
     limited_by: str = SERVER
+    client_limit: str | None = None
+    """A client verdict's part (USERS or CPU); None for a server verdict."""
+    users_needed: int | None = None
+    """Where the users were the limit: Little's law's users for the rate (pacing.users_needed), or None
+    without a request ended to time."""
+    users_option: str = "-u"
+    """The option that caps the requests in flight: -u, or a lower --max-concurrency."""
     why: list[str] = field(default_factory=list)
     """Why it failed (or, for a client verdict, why the client was the limit), a phrase each."""
 
@@ -215,10 +246,14 @@ class Probe:
         return max(n + 1, math.ceil(n / max(ratio, 0.01) * 1.2))
 
 
-def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch | None, processes: int) -> Probe:
-    e2e, ttfb = Histogram(), Histogram()
+def measure(
+    number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch | None, processes: int, users: int = 0
+) -> Probe:
+    e2e, ttfb, queue = Histogram(), Histogram(), Histogram()
     e2e.merge(difference(after.e2e, before.e2e))
     ttfb.merge(difference(after.ttfb, before.ttfb))
+    if after.queue is not None:
+        queue.merge(difference(after.queue, before.queue))
     return Probe(
         number=number,
         rate=rate,
@@ -236,6 +271,8 @@ def measure(number: int, rate: float, before: Mark, after: Mark, cpu: CpuWatch |
         cpu_peak=cpu.peak if cpu is not None else None,
         cpu_busy=(cpu.busy if cpu is not None else False) or bool(after.cpu_busy - before.cpu_busy),
         processes=processes,
+        users=users,
+        held_ms=held_ms(e2e, queue),
         energy=probe_energy(
             before.energy, after.energy, max(after.at - before.at, 1e-9), after.input_tokens - before.input_tokens
         ),
@@ -282,6 +319,7 @@ def judge(probe: Probe, settings: Settings) -> Probe:
     probe.passed = not why
     probe.why = why
     probe.limited_by = SERVER
+    probe.client_limit = probe.users_needed = None
     if probe.cpu_busy:
         probe.limited_by = CLIENT
         probe.why.append(f"the client's CPU stayed above {CPU_BUSY_PERCENT:g} % (peak {probe.cpu_peak or 0:.0f} %)")
@@ -293,4 +331,40 @@ def judge(probe: Probe, settings: Settings) -> Probe:
         server_slow = bound is not None and probe.ttfb_p99_ms is not None and probe.ttfb_p99_ms > bound
         if not server_slow:
             probe.limited_by = CLIENT
+    if probe.limited_by == CLIENT:
+        _client_part(probe, settings)
     return probe
+
+
+def _client_part(probe: Probe, settings: Settings) -> None:
+    """Which part of the client held the schedule back, and what to raise. Its CPU, busy for seconds, wants
+    processes or workers. Else Little's law says: the users it kept busy at the rate (rate x the time each
+    request held one) were most of them (USERS_BUSY_SHARE): the users were the limit, and as many as the
+    rate times that time, with headroom, are asked for; more processes would share the same -u. Users
+    mostly free mean a process that did not hand them the arrivals: its CPU. Without a request ended to
+    time, the CPU's peak decides: idle (below CPU_IDLE_PERCENT of a core) names the users."""
+    slots, probe.users_option = probe.users, "-u"
+    if settings.max_concurrency and (not slots or settings.max_concurrency < slots):
+        slots, probe.users_option = settings.max_concurrency, "--max-concurrency"
+    held = probe.held_ms
+    carried = slots * 1000 / held if slots and held else None  # Little's law: the most requests/s the slots carry
+    idle = probe.cpu_peak is not None and probe.cpu_peak < CPU_IDLE_PERCENT
+    short = probe.rate >= USERS_BUSY_SHARE * carried if carried is not None else idle
+    if probe.cpu_busy or not short:
+        probe.client_limit = CPU
+        if not probe.cpu_busy and carried is not None:
+            probe.why.append(
+                f"{slots:,} users that each held a request {held:,.1f} ms carry {carried:,.1f} requests/s: most were "
+                "free, the process did not hand them the arrivals in time"
+            )
+        return
+    probe.client_limit = USERS
+    if held is not None:
+        probe.users_needed = users_needed(probe.rate, held, slots)
+    if carried is not None:
+        probe.why.append(
+            f"{slots:,} users that each held a request {held:,.1f} ms carry at most {carried:,.1f} requests/s"
+        )
+    if idle:
+        peak = probe.cpu_peak or 0.0
+        probe.why.append(f"the client's CPU peaked at {peak:.0f} % of a core, idle below {CPU_IDLE_PERCENT:g} %")

@@ -103,8 +103,12 @@ class Searches:
         found = self.intervals()
         last = answers[-1]
         limits = [a["limited_by"] for a in answers]
+        client = next((a for a in answers if a["limited_by"] == CLIENT), None)
         out = {
             **last,
+            # the search that claimed none says which part of the client to raise
+            "client_limit": client["client_limit"] if client is not None else None,
+            "users_needed": client["users_needed"] if client is not None else None,
             "requests_per_s": round(found["requests_per_s"][0], 3) if found["requests_per_s"] else None,
             "limited_by": CLIENT if CLIENT in limits else next((x for x in reversed(limits) if x), None),
             "ended": "client" if CLIENT in limits else last["ended"],

@@ -10,10 +10,11 @@ from typing import Any
 
 from poolbench_locust import texttable
 from poolbench_locust.capacity import probe_energy
-from poolbench_locust.capacity.probes import CLIENT, Probe
+from poolbench_locust.capacity.probes import CLIENT, USERS, Probe
 from poolbench_locust.charts.figures import sheet
 from poolbench_locust.charts.svg import Series, line_chart, number_label
 from poolbench_locust.consistency.state import TOTAL, WINDOW_COLUMNS, window_cells
+from poolbench_locust.metrics.pacing import users_advice
 from poolbench_locust.metrics.table import shown_ms
 
 CSV_COLUMNS = (
@@ -39,6 +40,8 @@ CSV_COLUMNS = (
     "Server Latency Mean",
     "Passed",
     "Limited By",
+    "Client Limit",
+    "Users Needed",
     "Why",
     *probe_energy.CSV_COLUMNS,
     *(title for title, _ in WINDOW_COLUMNS),
@@ -85,6 +88,8 @@ def row(probe: Probe) -> dict[str, Any]:
         "Server Latency Mean": shown_ms(probe.server_latency_ms),
         "Passed": "yes" if probe.passed else "no",
         "Limited By": probe.limited_by,
+        "Client Limit": probe.client_limit,
+        "Users Needed": probe.users_needed,
         "Why": "; ".join(probe.why),
         **probe.energy.csv_cells(),
         **window_cells(probe.consistency),
@@ -99,6 +104,19 @@ def answer_cells(probe: Probe) -> list[str]:
     total = (probe.consistency or {}).get(TOTAL, {})
     identical, cosine = total.get("identical_ratio"), total.get("cosine_min")
     return ["" if identical is None else f"{100 * identical:.1f}", "" if cosine is None else f"{cosine:.6f}"]
+
+
+def client_lever(bound: Probe) -> str:
+    """What the next try changes where the client was the limit: its users, sized by Little's law as the
+    open loop's fell-behind warning sizes them; else its processes."""
+    if bound.client_limit != USERS:
+        return f"Run it again with {bound.workers_needed()} --processes or workers."
+    option = bound.users_option
+    more = f"more --processes or workers would share the same {option} and change nothing."
+    if bound.users_needed is None or bound.held_ms is None:
+        return f"Raise {option}; {more}"
+    advice = users_advice(bound.rate, bound.held_ms, bound.users_needed, option)
+    return f"{advice[0].upper()}{advice[1:]}; {more}"
 
 
 QUEUE_EMPTY = 0.5
@@ -163,9 +181,9 @@ class Outcome:
         best, bound = self.best(), self.bound()
         if bound is not None and bound.limited_by == CLIENT:
             return (
-                f"Capacity: not claimed for the server: the client was the limit at {bound.rate:,.1f} requests/s "
-                f"({'; '.join(bound.why) or 'it fell behind its schedule'}). Run it again with "
-                f"{bound.workers_needed()} --processes or workers."
+                f"Capacity: not claimed for the server: the client was the limit at {bound.rate:,.1f} requests/s"
+                f"{': its users, not its CPU' if bound.client_limit == USERS else ''} "
+                f"({'; '.join(bound.why) or 'it fell behind its schedule'}). {client_lever(bound)}"
                 + (f" The highest rate that passed was {best.rate:,.1f} requests/s." if best is not None else "")
             )
         if best is None:
@@ -229,7 +247,8 @@ class Outcome:
             writer.writerows(row(p) for p in self.probes)
 
     def as_dict(self) -> dict[str, Any]:
-        best = self.best()
+        best, bound = self.best(), self.bound()
+        client = bound if bound is not None and bound.limited_by == CLIENT else None
         return {
             "requests_per_s": best.rate if best is not None and self.claimed else None,
             "measured_requests_per_s": best.per_second(best.requests) if best is not None else None,
@@ -238,6 +257,8 @@ class Outcome:
             "attainment": best.attainment if best is not None else None,
             "sent_ratio": best.sent_ratio if best is not None else None,
             "limited_by": self.limited_by,
+            "client_limit": client.client_limit if client is not None else None,
+            "users_needed": client.users_needed if client is not None else None,
             "slo": self.slo,
             "target_attainment": self.target_attainment,
             "precision": self.precision,
@@ -260,6 +281,9 @@ class Outcome:
                     "server_latency_ms": p.server_latency_ms,
                     "passed": p.passed,
                     "limited_by": p.limited_by,
+                    "client_limit": p.client_limit,
+                    "users_needed": p.users_needed,
+                    "held_ms": p.held_ms,
                     "why": list(p.why),
                     **p.energy.json_keys(),
                     "consistency": p.consistency,

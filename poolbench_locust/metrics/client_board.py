@@ -21,6 +21,7 @@ from poolbench_locust.metrics.pacing import (
     PaceFigures,
     behind_warning,
     cpu_warning,
+    slots_advice,
 )
 from poolbench_locust.store import Slot
 
@@ -82,9 +83,15 @@ def _row(process: str, figures: PaceFigures, server: str | None = None) -> dict[
 class Board:
     """The master's (or the only process's) view: each process's latest figures, and the warnings said."""
 
-    def __init__(self, server: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        server: Callable[[], str | None] = lambda: None,
+        advice: Callable[[float | None], str | None] = lambda rate: None,
+    ) -> None:
         self.server = server
         """The server's own word that it was saturated (pace_causes.py), asked whenever a cause is worded."""
+        self.advice = advice
+        """The slots' lever sized for a rate by Little's law (pacing.slots_advice), asked with the run's target."""
         self.processes: dict[str, PaceFigures] = {}
         self._said: set[tuple[str, str]] = set()
         self._refused: set[str] = set()
@@ -98,8 +105,11 @@ class Board:
         for kind, flagged in (("behind", figures.behind), ("cpu", figures.cpu_busy)):
             if flagged and (process, kind) not in self._said:
                 self._said.add((process, kind))
-                text = behind_warning(process, figures, True, self.server()) if kind == "behind" else None
-                logger.warning("%s", text or cpu_warning(process, figures))
+                if kind == "behind":
+                    text = behind_warning(process, figures, True, self.server(), self._advice())
+                else:
+                    text = cpu_warning(process, figures)
+                logger.warning("%s", text)
 
     def refuse(self, process: str, why: str) -> None:
         if process not in self._refused:  # once per worker: it would say the same every 3 s
@@ -144,10 +154,22 @@ class Board:
         """The server's word, asked only when some process lacked free slots (it reads the scrapes)."""
         return self.server() if any(f.cause == "slots" for f in self.processes.values()) else None
 
+    def _advice(self) -> str | None:
+        """The slots' lever for the run's target rate (every process's together: -u is the run's); asked only
+        when some process lacked free slots (it reads the pooling stats' histograms)."""
+        if not any(f.cause == "slots" for f in self.processes.values()):
+            return None
+        total = self.total()
+        try:
+            return self.advice(total.target_rate if total is not None else None)
+        except Exception:  # a warning is never lost to the figures that would have sized its lever
+            logger.debug("the users a fell-behind warning asks for", exc_info=True)
+            return None
+
     def summary_warnings(self) -> list[str]:
-        server = self._server()
+        server, advice = self._server(), self._advice()
         return [
-            behind_warning(name, figures, False, server)
+            behind_warning(name, figures, False, server, advice)
             for name, figures in sorted(self.processes.items(), key=lambda item: _process_order(item[0]))
             if figures.behind
         ]
@@ -179,9 +201,12 @@ _BOARD: Slot[Board] = Slot("client_load")
 
 def board_of(environment: Environment) -> Board:
     """The run's client-load board (made on first use, one per environment), asking the environment's
-    registered server causes (pace_causes.py) when it words a fell-behind warning."""
+    registered server causes (pace_causes.py) and the users Little's law asks for (the run's pooling stats)
+    when it words a fell-behind warning."""
     if (board := _BOARD.peek(environment)) is None:
-        board = _BOARD.put(environment, Board(lambda: server_cause(environment)))
+        board = _BOARD.put(
+            environment, Board(lambda: server_cause(environment), lambda rate: slots_advice(environment, rate))
+        )
     return board
 
 

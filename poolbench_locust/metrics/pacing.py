@@ -11,6 +11,10 @@ a spike, so the watcher takes psutil's figure (Locust's own source) once a secon
 times the seconds: a Poisson schedule's count strays from its mean by its square root, which is not
 the client's fault and would make a client that keeps up look 10 % short in a short window.
 
+A process that fell behind for want of free slots is told the users to give, by Little's law: the rate
+times the time a request held a user (its E2E less its wait in the client's own queue), with headroom.
+More processes would share the same -u: they are named only where the CPU was the limit.
+
 A worker ships its figures (cumulative: a lost report costs nothing) with each of Locust's reports and
 once more when it stops; the master checks every value, keeps each worker's latest, and says the
 warnings, once per process and kind.
@@ -19,6 +23,7 @@ warnings, once per process and kind.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,7 +33,9 @@ from typing import Any
 import psutil
 from locust.env import Environment
 
-from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key
+from poolbench_locust.locust_options import locust_options
+from poolbench_locust.metrics.collector import stats_of
+from poolbench_locust.metrics.histogram import HIGHEST_MS, MAX_BUCKETS, ZERO_KEY, Histogram, bucket_key, bucket_value
 from poolbench_locust.options import settings_of
 from poolbench_locust.store import Slot
 from poolbench_locust.workload.arrival import OpenLoop, open_loop_of
@@ -44,16 +51,25 @@ BEHIND_RATIO = 0.95
 MIN_SHORTFALL = 2
 """Arrivals: a window short by fewer is never behind (at 1 request/s one in dispatch is 33 % of 3 s)."""
 CPU_BUSY_PERCENT = 90.0
+CPU_IDLE_PERCENT = 50.0
+"""Below this peak, in % of one core, the client's CPU was idle: one gevent loop with half its core to
+spare hands every arrival over in time, so a process that fell behind with every user busy was short of
+users, not of CPU, and the warning and the capacity answer say so (more processes would only share the
+same -u). A capacity probe with no request timed names the users on this figure alone."""
+USERS_HEADROOM = 1.5
+"""The users advised are Little's law's (the rate x the time a request held a user) times this: random
+arrivals come in bursts, and a server's latency grows with its load."""
 LATE_MS = 5.0
 """A request that left more than this after its scheduled time was sent late. gevent's timers and a
 loaded machine's scheduler account for a few ms: below this, lateness says nothing about the client."""
 PACE_REPORT_KEY = "poolbench_pace"
 FINAL_MESSAGE = "poolbench_pace_final"
 CAUSES = {
-    "slots": "no free slot: every user was busy with a request when its arrival fell due "
-    "(raise --max-concurrency or -u)",
+    "slots": "no free slot: every user was busy with a request when its arrival fell due",
     "cpu": "client CPU: the process could not run its schedule in time (add --processes or workers)",
 }
+SLOTS_LEVER = "raise -u or --max-concurrency"
+"""The slots' advice where no request ended to size it by (users_advice gives the figure otherwise)."""
 SERVER_CAUSE = "server saturated"
 """The Likely Cause of a process short of free slots while the server's own queue grew (pace_causes.py)."""
 LATENCY_NOTE = "its latencies then include the client's own queueing"
@@ -112,6 +128,48 @@ class PaceFigures:
         if self.target_rate is None or not self.scheduled:
             return None
         return min(self.sent / self.scheduled, 1.0)
+
+
+def users_needed(rate: float, held_ms: float, users: int = 0, headroom: float = USERS_HEADROOM) -> int:
+    """Little's law: `rate` requests/s that each hold a user `held_ms` keep rate x held_ms / 1000 users busy
+    on average. That times `headroom`, rounded up; more than the `users` that fell short, and at least 1."""
+    if not (math.isfinite(rate) and math.isfinite(held_ms)) or rate < 0 or held_ms < 0:
+        raise ValueError(f"users_needed: a rate and a time of at least 0, not {rate!r} and {held_ms!r}")
+    busy = round(rate * held_ms / 1000 * headroom, 6)  # 400/s x 20 ms x 1.5 is 12, not 12.000000000000002
+    return max(math.ceil(busy), users + 1, 1)
+
+
+def users_advice(rate: float, held_ms: float, needed: int, option: str = "-u") -> str:
+    """The slots' lever, sized (`needed`: users_needed's): "raise -u to at least 12 (Little's law: ...)"."""
+    return (
+        f"raise {option} to at least {needed:,} (Little's law: {rate:,.1f} requests/s x "
+        f"{held_ms:,.1f} ms a request held a user, x{USERS_HEADROOM:g})"
+    )
+
+
+def held_ms(e2e: Histogram, queue: Histogram) -> float | None:
+    """The mean time a request held a user: its E2E less its wait for a free slot in the client's own queue
+    (E2E counts from the arrival's due time), from the histograms' bucket middles (to 0.05 %). None without a
+    request. What Little's law takes: the queue's wait is the users' shortage, not the time they were busy."""
+    if not e2e.n:
+        return None
+    total = sum(bucket_value(key) * count for key, count in e2e.counts.items())
+    waited = sum(bucket_value(key) * count for key, count in queue.counts.items())
+    return max(total - waited, 0.0) / e2e.n
+
+
+def slots_advice(environment: Environment, rate: float | None) -> str | None:
+    """users_advice for the run's rate `rate`, the time a request held a user over the measured window so
+    far (the run's pooling stats), and the option that caps the slots (-u, or a lower --max-concurrency);
+    None without a rate or a request ended."""
+    total = stats_of(environment).total
+    held = held_ms(total.timings["e2e"], total.timings["queue"])
+    if not rate or held is None:
+        return None
+    users = locust_options(environment).num_users or 0
+    cap = settings_of(environment).max_concurrency
+    slots, option = (cap, "--max-concurrency") if cap and (not users or cap < users) else (users, "-u")
+    return users_advice(rate, held, users_needed(rate, held, slots), option)
 
 
 class Refused(ValueError):
@@ -292,9 +350,12 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def behind_warning(process: str, figures: PaceFigures, during: bool, server: str | None = None) -> str:
+def behind_warning(
+    process: str, figures: PaceFigures, during: bool, server: str | None = None, advice: str | None = None
+) -> str:
     """The warning's one line: the target, the rate sent, the likely cause. `server`: the server's own
-    figures saying it was saturated (pace_causes.py): they, not the slots, are then the cause."""
+    figures saying it was saturated (pace_causes.py): they, not the slots, are then the cause. `advice`:
+    the slots' lever sized by Little's law (slots_advice), said when the slots were the cause."""
     if during:
         sent, scheduled = figures.behind_sent_rate, figures.behind_scheduled_rate
         span = f"over the last {WINDOW_S:g} s"
@@ -304,7 +365,16 @@ def behind_warning(process: str, figures: PaceFigures, during: bool, server: str
     share = (
         "" if not scheduled or sent is None else f", {100 * sent / scheduled:.0f} % of the {scheduled:,.1f} scheduled"
     )
-    cause = server if server and figures.cause == "slots" else CAUSES.get(figures.cause or "", "unknown")
+    if server and figures.cause == "slots":
+        cause = server
+    elif figures.cause == "slots":
+        peak = figures.cpu_peak
+        idle = ""
+        if peak is not None and peak < CPU_IDLE_PERCENT:
+            idle = f", not the client's CPU (peak {peak:.0f} % of a core)"
+        cause = f"{CAUSES['slots']}; the users were the limit{idle}: {advice or SLOTS_LEVER}"
+    else:
+        cause = CAUSES.get(figures.cause or "", "unknown")
     return (
         f"The open loop fell behind on {process}: target {_rate(figures.target_rate)} requests/s, "
         f"sent {_rate(sent)} requests/s {span}{share}. Likely cause: {cause}. The latencies include the "
