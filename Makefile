@@ -62,12 +62,14 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 # tested; its own dependencies resolve alike): it leaves out the heavy runs and the modules that test Locust's
 # own machinery, our own pure logic or the machine's timing (web UI and its form, browser, Kubernetes, the
 # master's counts, charts, open-loop pacing, trace replay, warm-up and repeat windows, capacity searches,
-# the start checks and the preflight, goodput, the soak's bounds, the console and --help), which reach no
-# dependency code the rest does not. Keeps .ci/run within 45 min (CI's slowest machine: 47 min with them).
+# the start checks and the preflight, goodput, the soak's bounds, the console and --help; the consistency
+# check's load windows, every answer form's comparison, traces' references and its other surfaces, run whole
+# in test_consistency*.py; the capacity advice), which reach no dependency code the rest does not. Keeps .ci/run within 45 min (CI's slowest machine: 47 min with them).
 FLOOR_LEAVES_OUT := test_browser test_webui test_capacity_tab test_k8s test_pacing test_workload test_warmup \
 	test_failure_rows test_repeats test_capacity test_capacity_energy test_metrics test_charts test_trace test_lifecycle \
 	test_webform test_preflight test_server_limits test_goodput test_soak_bounds test_cli test_console test_help \
-	test_distributed_hostile
+	test_distributed_hostile test_consistency_load test_consistency_forms test_consistency_inject test_consistency_surfaces \
+	test_capacity_advice
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
