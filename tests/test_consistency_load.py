@@ -8,11 +8,9 @@ rerank's two best documents swapped)."""
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from devsupport.ports import free_port
@@ -23,7 +21,7 @@ from poolbench_locust.consistency.state import TOTAL, Consistency
 from poolbench_locust.options import Settings, Slo
 from poolbench_locust.options.parsers import slo
 from tests.support.harness import options
-from tests.support.locust_run import CONSISTENCY_ON, result_schema, run_locust
+from tests.support.locust_run import CONSISTENCY_ON, run_locust, valid_result
 
 DRIFTED_COSINE = 1891 / 2080
 """The mock's drifted vector against the honest one (docs/mock-server.md)."""
@@ -52,11 +50,7 @@ def _run(url: str, tmp_path: Path, locustfile: str, users: int, *args: str, run_
         timeout=120,
     )
     assert result.returncode == code, result.stderr[-3000:]
-    document = json.loads((tmp_path / "result.json").read_text())
-    validator = jsonschema.Draft202012Validator(result_schema())
-    errors = [f"{e.json_path}: {e.message[:300]}" for e in validator.iter_errors(document)]
-    assert not errors, errors[:5]
-    return result, document
+    return result, valid_result(tmp_path / "result.json")
 
 
 def failed_checks(stderr: str) -> list[str]:

@@ -4,12 +4,10 @@ the run at start. And in a distributed run, the master reports where the workers
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import orjson
 import pytest
 
@@ -17,7 +15,7 @@ from devsupport.ports import free_port
 from poolbench_locust.consistency import reference_agreement, reference_file
 from poolbench_locust.consistency.measures import compare_vectors
 from poolbench_locust.options import OptionError
-from tests.support.locust_run import CONSISTENCY_ON, result_schema, run_locust
+from tests.support.locust_run import CONSISTENCY_ON, run_locust, valid_result
 from tests.support.process_servers import served
 
 LOAD = ("--input-len", "8", "--batch-size", "2", "--documents", "4", "--stop-timeout", "3")
@@ -47,11 +45,7 @@ def _run(url: str, tmp_path: Path, locustfile: str, *args: str, users: int = 2, 
 
 
 def _document(result: Any) -> dict[str, Any]:
-    document = json.loads(result.json_path.read_text())
-    validator = jsonschema.Draft202012Validator(result_schema())
-    errors = [f"{e.json_path}: {e.message[:300]}" for e in validator.iter_errors(document)]
-    assert not errors, errors[:5]
-    return document
+    return valid_result(result.json_path)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

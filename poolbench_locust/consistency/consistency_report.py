@@ -23,7 +23,7 @@ from poolbench_locust import htmltables, texttable
 from poolbench_locust.consistency import consistency_tab, gates, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
-from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, consistency_of
+from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, cell, consistency_of
 from poolbench_locust.consistency.tally import MAX_COUNT, Tally
 from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
@@ -88,17 +88,9 @@ def console_lines(state: Consistency) -> list[str]:
     shown = [f for f in FIGURES if any(row[f] is not None for row in rows)]
     cells = [["Name", *shown]]
     for row in rows:
-        cells.append([row["Name"], *(_cell(row[f]) for f in shown)])
+        cells.append([row["Name"], *(cell(row[f]) for f in shown)])
     title = "Answer consistency (answers under load against their reference alone; docs/consistency.md)"
     return [title, *texttable.aligned(cells)]
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return f"{value:,}"
 
 
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:

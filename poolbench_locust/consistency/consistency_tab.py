@@ -16,24 +16,14 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust import htmltables
-from poolbench_locust.consistency.state import FIGURES, consistency_of
+from poolbench_locust.consistency.state import FIGURES, cell, consistency_of
 from poolbench_locust.json_sections import json_safe
 from poolbench_locust.locust_pages import add_route, insert_before_body_end, live_box_script, web_base
 
 BOX_ID = "poolbench-consistency-live"
 REFRESH_MS = 2000
 """As often as Locust's web UI asks for its own stats (and the Pooling tab for its charts)."""
-SHOWN = (*FIGURES, *(f for f in ("labels_changed_ratio", "hamming_max") if f not in FIGURES))
-"""Every figure a tally gives (tally.Tally.figures), in the console's order; a column only where one applies."""
 TAB_SCRIPT = live_box_script("pooling", BOX_ID, "consistency/panel", REFRESH_MS)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return f"{value:,}"
 
 
 def fragment(environment: Environment) -> str:
@@ -43,8 +33,8 @@ def fragment(environment: Environment) -> str:
     if not figures:
         note = "No answer compared with its reference yet (docs/consistency.md)."
         return f'{htmltables.STYLE}<div class="poolbench-section">{title}<p>{html.escape(note)}</p></div>'
-    shown = [f for f in SHOWN if any(f in found for found in figures.values())]
-    rows = [{"Name": name, **{f: _cell(found.get(f)) for f in shown}} for name, found in figures.items()]
+    shown = [f for f in FIGURES if any(f in found for found in figures.values())]
+    rows = [{"Name": name, **{f: cell(found.get(f)) for f in shown}} for name, found in figures.items()]
     note = "Answers under load against their reference answered alone, since the stats began."
     table = htmltables.table(["Name", *shown], rows)
     return f'{htmltables.STYLE}<div class="poolbench-section">{title}<p>{note}</p>{table}</div>'

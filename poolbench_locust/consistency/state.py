@@ -33,6 +33,18 @@ FIGURES = (
     "hamming_max",
 )
 """The figures shown, in the order shown; each present only where it applies (Tally.figures)."""
+
+
+def cell(value: Any) -> str:
+    """A figure as the console and the web UI show it: blank where it does not apply, ratios and cosines to six
+    places, counts with thousands separators."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    return f"{value:,}"
+
+
 WINDOW_COLUMNS = (
     ("Compared", "compared"),
     ("Identical Ratio", "identical_ratio"),

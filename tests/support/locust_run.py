@@ -139,3 +139,15 @@ def result_schema() -> dict[str, Any]:
     from poolbench_locust.results.schema import whole
 
     return whole()
+
+
+def valid_result(path: Path) -> dict[str, Any]:
+    """A run's JSON result (--json-result), read and checked against the whole schema: the test fails naming
+    the first places that do not fit."""
+    import jsonschema
+
+    document = json.loads(Path(path).read_text())
+    validator = jsonschema.Draft202012Validator(result_schema())
+    errors = [f"{e.json_path}: {e.message[:300]}" for e in validator.iter_errors(document)]
+    assert not errors, errors[:5]
+    return document
