@@ -52,13 +52,16 @@ class Repeats:
     def next_repeat(self, environment: Environment, k: int) -> None:
         runner = environment.runner
         assert runner is not None and self.table is not None
+        # The boundary is when the workers are asked, not when the last of them answered: each worker
+        # resets as the ask arrives, so a slow answer must not lengthen the repeat that ended (its
+        # requests/s would read low) nor shorten the next.
+        now = time.time()
         if isinstance(runner, MasterRunner) and runner.worker_count:
             self._acks = runner.worker_count
             self._all_acked.clear()
             runner.send_message(REPEAT_MESSAGE)
             if not self._all_acked.wait(ACK_WAIT_S):
                 logger.warning("Repeat %d: not every worker sent its figures within %g s", k, ACK_WAIT_S)
-        now = time.time()
         self.table.close(now - self.started_at)
         reset_stats(environment)
         self.table.open()
