@@ -92,8 +92,11 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         if _needs_run_time(environment, planned):
             stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
             return
-        warmup = settings_of(environment).warmup
-        repeats.start(environment, planned, warmup, (locust_options(environment).run_time - warmup) / planned)
+        repeats.start(environment, planned, settings_of(environment).warmup, locust_options(environment).run_time)
+
+    @environment.events.spawning_complete.add_listener
+    def spawned(**_: Any) -> None:
+        repeats.spawned.set()
 
     @environment.events.test_stopping.add_listener
     def stopped(**_: Any) -> None:
