@@ -467,9 +467,10 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--repeat",
             whole(1),
             1,
-            "Run the measured window (-t after --warmup) N times, stats reset between, and give each "
-            "headline figure as a mean and its 95-percent confidence interval; with --find-capacity, "
-            "the whole search N times.",
+            "Cut the measured window (-t after --warmup) into N consecutive repeats, stats reset between; "
+            "each headline figure a mean and its 95-percent interval, widened when consecutive repeats are "
+            "correlated (lag-1 autocorrelation), none below 5 repeats or when too correlated; with "
+            "--find-capacity, the whole search N times.",
             label="Repeats",
         ),
     ),

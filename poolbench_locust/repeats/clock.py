@@ -30,35 +30,70 @@ class Repeats:
         self.table: RepeatTable | None = None
         self.started_at = 0.0
         self.ended_at: float | None = None
+        self.left_out = 0
+        """The requests of the users' start left out when every user ran only after the warm-up's end."""
+        self.spawned = Event()
+        """Set when every user runs (Locust's spawning_complete, on the master once every worker's are)."""
         self._timer: gevent.Greenlet | None = None
         self._acks = 0
         self._all_acked = Event()
 
-    def start(self, environment: Environment, planned: int, warmup: float, length: float) -> None:
+    def start(self, environment: Environment, planned: int, warmup: float, run_time: float) -> None:
         self.stop()
         self.table = RepeatTable(environment, planned)
         self.ended_at = None
-        self._timer = gevent.spawn(self._run, environment, planned, warmup, length)
+        self.left_out = 0
+        self.spawned.clear()
+        self._timer = gevent.spawn(self._run, environment, planned, warmup, time.time() + run_time)
 
-    def _run(self, environment: Environment, planned: int, warmup: float, length: float) -> None:
+    def _run(self, environment: Environment, planned: int, warmup: float, run_end: float) -> None:
         gevent.sleep(warmup)  # warm-up's own timer, spawned first with the same delay, resets before this
-        self.started_at = time.time()
         assert self.table is not None
+        self.started_at = self._begin(environment, run_end)
+        length = max(run_end - self.started_at, 0.0) / planned  # the repeats still end at -t
         self.table.open()
         for k in range(1, planned):
             gevent.sleep(max(self.started_at + length - time.time(), 0.0))
             self.next_repeat(environment, k)
 
-    def next_repeat(self, environment: Environment, k: int) -> None:
+    def _begin(self, environment: Environment, run_end: float) -> float:
+        """When the first repeat begins: the warm-up's end, or once every user runs if that is later (a
+        worker builds its pools and spawns its users after the master's start: a second or two on a busy
+        machine, which would make the first repeat read low); what came before is then left out."""
+        if self.spawned.is_set():
+            return time.time()
+        self.spawned.wait(max(run_end - time.time(), 0.0))
+        now = self._ask_workers(environment, 0)
         runner = environment.runner
-        assert runner is not None and self.table is not None
+        assert runner is not None
+        self.left_out = runner.stats.total.num_requests
+        reset_stats(environment)
+        warmup_of(environment).counted_from = now
+        logger.log(
+            logging.INFO if self.left_out else logging.DEBUG,
+            "Repeats begin with every user running: %d requests of the users' start left out (--warmup leaves "
+            "the start out by time)",
+            self.left_out,
+        )
+        return now
+
+    def _ask_workers(self, environment: Environment, k: int) -> float:
+        """Each worker sends what it counted and resets; the boundary's time (when they were asked: each
+        resets as the ask arrives, so a slow answer must not lengthen the repeat that ended, nor shorten
+        the next), once they answered or ACK_WAIT_S passed."""
+        runner = environment.runner
+        now = time.time()
         if isinstance(runner, MasterRunner) and runner.worker_count:
             self._acks = runner.worker_count
             self._all_acked.clear()
             runner.send_message(REPEAT_MESSAGE)
             if not self._all_acked.wait(ACK_WAIT_S):
                 logger.warning("Repeat %d: not every worker sent its figures within %g s", k, ACK_WAIT_S)
-        now = time.time()
+        return now
+
+    def next_repeat(self, environment: Environment, k: int) -> None:
+        assert environment.runner is not None and self.table is not None
+        now = self._ask_workers(environment, k)
         self.table.close(now - self.started_at)
         reset_stats(environment)
         self.table.open()

@@ -9,7 +9,14 @@ The master drives the resets: at a repeat's end it asks every worker to send wha
 reset, waits for each worker's answer (its report arrives before the answer, on the same socket), then
 takes the repeat's row from the merged stats and resets its own. The last repeat's row is taken at
 quitting, after the workers' last reports, as the sweep's last step is. The rows and their intervals go
-into the JSON result's top level (`repeats`, `<figure>_ci95`)."""
+into the JSON result's top level (`repeats`, `<figure>_ci95`, `repeats_interval`).
+
+Consecutive windows and not N runs each after a settle of its own: a settle gap only parts windows by
+a few seconds, and whatever makes a server slow for minutes (heat, a neighbour, a cache) spans it all
+the same. So the repeats are batch means and their correlation is measured instead (batch_means.py):
+the interval widened when consecutive repeats are correlated, none when they are too correlated to
+average or too few (under 5) to tell. Independent samples come from separate runs, or from
+--find-capacity's repeated searches."""
 
 from __future__ import annotations
 
@@ -85,11 +92,16 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         if _needs_run_time(environment, planned):
             stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
             return
-        warmup = settings_of(environment).warmup
-        repeats.start(environment, planned, warmup, (locust_options(environment).run_time - warmup) / planned)
+        repeats.start(environment, planned, settings_of(environment).warmup, locust_options(environment).run_time)
 
-    @environment.events.test_stop.add_listener
+    @environment.events.spawning_complete.add_listener
+    def spawned(**_: Any) -> None:
+        repeats.spawned.set()
+
+    @environment.events.test_stopping.add_listener
     def stopped(**_: Any) -> None:
+        # The end of -t, or of the web UI's Stop: a master's test_stop comes after its workers stopped,
+        # polled once a second, which would lengthen the last repeat by up to a second.
         repeats.stop()
         repeats.ended_at = time.time()
 
@@ -132,6 +144,31 @@ REPEAT_SCHEMA = {
     },
     "additionalProperties": False,
 }
+CHECK_SCHEMA = {
+    "type": "object",
+    "required": ["windows", "lag1_autocorrelation", "phi", "widened_by", "verdict"],
+    "properties": {
+        "windows": {"type": "integer", "minimum": 2, "description": "The repeats with this figure."},
+        "lag1_autocorrelation": {
+            "type": ["number", "null"],
+            "description": "The repeats' lag-1 autocorrelation as measured; null with too few repeats or no spread.",
+        },
+        "phi": {
+            "type": ["number", "null"],
+            "description": "The correlation of one repeat with the next that lag1_autocorrelation points to (a"
+            " first-order autoregression's whose expected lag-1 autocorrelation it is); the interval is refused"
+            " at phi_refused or above.",
+        },
+        "widened_by": {
+            "type": "number",
+            "minimum": 1,
+            "description": "The interval's half-width over Student's t's for independent repeats.",
+        },
+        "verdict": {"enum": ["independent", "widened", "refused: correlated", "refused: too few"]},
+    },
+    "additionalProperties": False,
+}
+"""One figure's check of its repeats' correlation (batch_means.Interval.as_dict)."""
 REPEATS_SCHEMA = {
     "repeats": {
         "description": "--repeat N: one object per repeat, its figures over its own seconds (stats reset between"
@@ -141,21 +178,47 @@ REPEATS_SCHEMA = {
     **{
         f"{key}_ci95": {
             "description": f"--repeat: the 95 % confidence interval [low, high] of the repeats' mean {key} (Student's"
-            " t); null with fewer than two repeats",
+            " t, widened when consecutive repeats are correlated: repeats_interval); null when refused (fewer"
+            " than 5 repeats, or repeats too correlated). With --find-capacity, over the independent searches"
+            " (Student's t alone, from 2)",
             "oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}],
         }
         for key, _ in HEADLINE
     },
+    "repeats_interval": {
+        "description": "--repeat: how the `<figure>_ci95` intervals were made (repeats/batch_means.py): the method,"
+        " and for each figure the check of its consecutive repeats' correlation; null without --repeat and with"
+        " --find-capacity (whose searches are independent: Student's t alone)",
+        "oneOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "required": ["method", "check_min_repeats", "phi_refused", "figures"],
+                "properties": {
+                    "method": {"type": "string"},
+                    "check_min_repeats": {"type": "integer", "minimum": 3},
+                    "phi_refused": {"type": "number"},
+                    "figures": {
+                        "type": "object",
+                        "required": [key for key, _ in HEADLINE],
+                        "properties": {key: {"oneOf": [{"type": "null"}, CHECK_SCHEMA]} for key, _ in HEADLINE},
+                        "additionalProperties": False,
+                    },
+                },
+                "additionalProperties": False,
+            },
+        ],
+    },
 }
-"""The JSON result's `repeats` and `<figure>_ci95`, at its top level."""
+"""The JSON result's `repeats`, `<figure>_ci95` and `repeats_interval`, at its top level."""
 
 
 def json_fields(environment: Environment) -> dict[str, Any]:
-    """Each repeat's figures and each headline figure's 95 % interval [low, high] (None with one repeat: no
-    spread to judge); all None without --repeat."""
+    """Each repeat's figures, each headline figure's 95 % interval [low, high] (None when refused:
+    batch_means.py) and how it was made; all None without --repeat."""
     table = repeats_of(environment).table
     if table is None:
-        return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}}
+        return {"repeats": None, **{f"{key}_ci95": None for key, _ in HEADLINE}, "repeats_interval": None}
     return table.to_json()
 
 

@@ -1,5 +1,6 @@
 """The repeats' table: one row per repeat (PREFIX_repeats.csv, the console, the JSON result's
-`repeats`), then the mean and the 95 % confidence interval of each headline figure.
+`repeats`), then the mean and the 95 % confidence interval of each headline figure (batch_means.py: checked
+for the correlation of consecutive repeats, widened or refused).
 
 Locust's stats are reset between repeats (repeat_runs.py), so a repeat's figures are the stats as
 they stand when it ends: requests/s and input tokens/s over its own seconds, E2E p50/p99 from the
@@ -9,6 +10,7 @@ reference in it (its consistency window, consistency/state.py)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 from typing import Any
 
 from locust.env import Environment
@@ -17,7 +19,7 @@ from poolbench_locust.consistency.state import TOTAL, WINDOW_COLUMNS, consistenc
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.table import shown_ms
-from poolbench_locust.repeats.student_t import mean_ci95
+from poolbench_locust.repeats.batch_means import CHECK_MIN, METHOD, PHI_REFUSED, Interval, batch_interval
 from poolbench_locust.texttable import aligned
 
 HEADLINE = (
@@ -66,17 +68,20 @@ class RepeatTable:
         """The next repeat begins: its answers compared are its own (a window labelled with its number)."""
         consistency_of(self.environment).open_window(f"repeat {len(self.repeats) + 1}")
 
-    def intervals(self) -> dict[str, tuple[float, float, float] | None]:
-        """Each headline figure's (mean, low, high) over the repeats; None with fewer than two. Every
-        headline figure is a rate or a time, never below zero: nor is the interval's low end."""
-        found = {key: mean_ci95([r[key] for r in self.repeats if r[key] is not None]) for key, _ in HEADLINE}
-        return {key: (v[0], max(v[1], 0.0), v[2]) if v else None for key, v in found.items()}
+    def intervals(self) -> dict[str, Interval | None]:
+        """Each headline figure's mean and checked interval over the repeats (batch_means.py); None with
+        fewer than two. Every headline figure is a rate or a time, never below zero: nor is the low end."""
+        found = {key: batch_interval([r[key] for r in self.repeats if r[key] is not None]) for key, _ in HEADLINE}
+        return {
+            key: dataclasses.replace(v, low=max(v.low, 0.0)) if v is not None and v.low is not None else v
+            for key, v in found.items()
+        }
 
     def summary_rows(self) -> list[list[Any]]:
-        found = self.intervals()
-        means = [round(v[0], 3) if v else "" for v in found.values()]
-        lows = [round(v[1], 3) if v else "" for v in found.values()]
-        highs = [round(v[2], 3) if v else "" for v in found.values()]
+        found = self.intervals().values()
+        means = [round(v.mean, 3) if v else "" for v in found]
+        lows = [round(v.low, 3) if v and v.low is not None else "" for v in found]
+        highs = [round(v.high, 3) if v and v.high is not None else "" for v in found]
         return [["mean", "", "", "", *means], ["ci95_low", "", "", "", *lows], ["ci95_high", "", "", "", *highs]]
 
     def rows(self) -> list[list[Any]]:
@@ -111,13 +116,28 @@ class RepeatTable:
         lines = ["Repeats", *aligned([header, *rows])]
         for (_, title), found in zip(HEADLINE, self.intervals().values(), strict=True):
             if found is not None:
-                mean, low, high = found
-                lines.append(f"{title}: {mean:,.3f} (95 % CI {low:,.3f} .. {high:,.3f}, {len(self.repeats)} repeats)")
+                lines.append(f"{title}: {interval_line(found)}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON result's `repeats` and the `<figure>_ci95` keys at its top level."""
+        """The JSON result's `repeats`, the `<figure>_ci95` keys and `repeats_interval` at its top level."""
         out: dict[str, Any] = {"repeats": list(self.repeats)}
-        for (key, _), found in zip(HEADLINE, self.intervals().values(), strict=True):
-            out[f"{key}_ci95"] = [round(found[1], 3), round(found[2], 3)] if found else None
+        found = self.intervals()
+        for key, v in found.items():
+            out[f"{key}_ci95"] = [round(v.low, 3), round(v.high, 3)] if v and v.low is not None else None
+        out["repeats_interval"] = {
+            "method": METHOD,
+            "check_min_repeats": CHECK_MIN,
+            "phi_refused": PHI_REFUSED,
+            "figures": {key: v.as_dict() if v else None for key, v in found.items()},
+        }
         return out
+
+
+def interval_line(found: Interval) -> str:
+    """A figure's mean, and its interval with what the check found, or why there is none."""
+    if found.low is None or found.high is None:
+        return f"{found.mean:,.3f} (mean of {found.windows} repeats; {found.reason()})"
+    check = "" if found.lag1 is None else f", lag-1 autocorrelation {found.lag1:.2f}"
+    widened = f", widened x{found.widened_by:.2f} for correlated repeats" if found.verdict == "widened" else ""
+    return f"{found.mean:,.3f} (95 % CI {found.low:,.3f} .. {found.high:,.3f}, {found.windows} repeats{check}{widened})"
