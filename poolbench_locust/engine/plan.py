@@ -88,6 +88,13 @@ class Plan:
         return (self.access.api_key, self.access.host_password)
 
 
+def _carrying(requests: list[PreparedRequest]) -> float:
+    """Requests sent with their reference input per turn of the pool: each that carries one, but a pool of fresh
+    images (workload/pool.py's FreshImages) sends such a request as prepared one take in a few."""
+    carrying = getattr(requests, "carrying", None)
+    return sum(1 for r in requests if r.refs) if carrying is None else carrying
+
+
 def check_settings(user_class: Planned, settings: Settings) -> None:
     """Raise OptionError for a combination the User class's endpoint cannot serve."""
     endpoint = user_class.endpoint
@@ -210,7 +217,9 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
-        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs)
+        # each worker draws its own inputs and images (Locust's index; 0 in a process of its own)
+        worker = max(0, int(getattr(getattr(environment, "runner", None), "worker_index", 0) or 0))
+        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs, worker)
         plan = Plan(
             settings=settings,
             route=route,
@@ -220,9 +229,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             requests=requests,
             references=references or [],
             reference_inputs=reference_inputs,
-            comparisons=budget_for(
-                settings.consistency_rate, sum(r.sequences for r in requests), sum(1 for r in requests if r.refs)
-            ),
+            comparisons=budget_for(settings.consistency_rate, sum(r.sequences for r in requests), _carrying(requests)),
             client_token_source=counter.source,
             access=access,
             form=form,
