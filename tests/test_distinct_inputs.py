@@ -26,7 +26,15 @@ TWO_PROCESSES = ("--processes", "2")
 
 
 def _urls(body: bytes) -> list[str]:
-    return [p["image_url"]["url"] for c in orjson.loads(body)["messages"] for p in c["content"] if p["type"] != "text"]
+    """The image data URLs of a request body, in order, whatever its form (one conversation, a batch of them)."""
+
+    def walk(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value] if value.startswith("data:image/") else []
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+        return [u for child in children for u in walk(child)]
+
+    return walk(orjson.loads(body))
 
 
 def _run(server: Any, tmp_path: Any, *args: str) -> tuple[Any, dict[str, Any]]:
@@ -92,8 +100,9 @@ def test_every_take_of_the_pool_is_a_new_readable_image(image_format):
         assert len(request.body) == len(template.body) or image_format == "jpeg"
 
 
-def test_a_request_that_carries_a_reference_is_sent_as_prepared_one_take_in_a_few():
-    plan = plan_for(pb.EmbeddingsChatUser, options(*SMALL_IMAGES, "--no-consistency", "false"))
+def test_a_request_that_carries_a_reference_is_sent_as_prepared_one_take_in_a_few(monkeypatch):
+    monkeypatch.setenv("LOCUST_NO_CONSISTENCY", "false")  # the suite turns it off (tests/conftest.py)
+    plan = plan_for(pb.EmbeddingsChatUser, options(*SMALL_IMAGES))
     pool = plan.requests
     assert isinstance(pool, FreshImages) and plan.references, "the consistency check chose reference inputs"
     carrying = next(i for i, r in enumerate(pool) if r.refs)

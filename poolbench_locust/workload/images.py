@@ -34,7 +34,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest image file a dataset may name: more is not an input a pooling server takes."""
 NUMBER_BYTES = 12
 """Bytes of an image's number: 96 bits, which no run uses up. A PNG narrower than 4 pixels, or a JPEG of fewer
-than 12 blocks, holds fewer (`Generator.capacity`)."""
+than 24 blocks (a byte in half its blocks), holds fewer (`Generator.capacity`)."""
 
 
 class Generator:
@@ -183,35 +183,46 @@ class JpegImages(Generator):
     def __init__(self, seed: int, width: int, height: int) -> None:
         rng = random.Random(f"jpeg {seed} {width}x{height}")
         mcus = -(-width // BLOCK) * -(-height // BLOCK)
-        capacity = min(NUMBER_BYTES, mcus)
+        capacity = min(NUMBER_BYTES, max(1, mcus // 2))  # a small image keeps half its blocks the seed's
         bits, dc = _Bits(), [0, 0, 0]
         for _ in range(mcus - capacity):
             colour = rng.randbytes(3)
             for c in range(3):
                 bits.put(*_BLOCKS[colour[c] - 128 - dc[c] + 255])
                 dc[c] = colour[c] - 128
-        self._luma = dc[0]
         # the first numbered block's chroma, grey, against the blocks before it; every later block's is 0, 0
         cb, cr = _BLOCKS[-dc[1] + 255], _BLOCKS[-dc[2] + 255]
         self._first_chroma = ((cb[0] << cr[1]) | cr[0], cb[1] + cr[1])
-        self._grey = _BLOCKS[255]
-        self._acc, self._nbits = bits.acc, bits.nbits
+        grey, grey_bits = _BLOCKS[255]
+        self._grey = ((grey << grey_bits) | grey, 2 * grey_bits)
+        self._start = (bits.acc, bits.nbits, dc[0], True)
+        self._cached: tuple[bytes, tuple[int, int, int, bool]] = (b"", self._start)
+        """The state after the number's high bytes, which change once in 65,536 numbers: a tail codes two blocks."""
         frame = struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x11\x00\x02\x11\x00\x03\x11\x00"
         head = b"\xff\xd8" + _DQT + b"\xff\xc0" + frame + _DHT + _SOS + bytes(bits.out)
         super().__init__("jpeg", head, capacity)
 
-    def tail(self, number: int) -> bytes:
-        acc, nbits, previous = self._acc, self._nbits, self._luma
-        chroma, chroma_bits = self._first_chroma
-        grey, grey_bits = self._grey
-        grey = (grey << grey_bits) | grey  # both chroma blocks of a grey block after the first: 0 and 0
-        grey_bits *= 2
-        for byte in self.number_bytes(number):
+    def _coded(self, state: tuple[int, int, int, bool], data: bytes) -> tuple[int, int, int, bool]:
+        """`state` (the bits so far, how many, the last luma, whether no number block is coded yet) after the
+        blocks of `data`, a byte a block."""
+        acc, nbits, previous, first = state
+        for byte in data:
             luma, luma_bits = _BLOCKS[byte - 128 - previous + 255]
             previous = byte - 128
+            chroma, chroma_bits = self._first_chroma if first else self._grey
+            first = False
             acc = (((acc << luma_bits) | luma) << chroma_bits) | chroma
             nbits += luma_bits + chroma_bits
-            chroma, chroma_bits = grey, grey_bits
+        return acc, nbits, previous, first
+
+    def tail(self, number: int) -> bytes:
+        data = (number % (1 << (8 * self.capacity))).to_bytes(self.capacity, "big")  # the high bytes first
+        high, low = data[:-2], data[-2:]
+        known, state = self._cached
+        if high != known:
+            state = self._coded(self._start, high)
+            self._cached = (high, state)
+        acc, nbits, _, _ = self._coded(state, low)
         pad = -nbits % 8  # the last byte padded with ones, as the standard asks
         acc = (acc << pad) | ((1 << pad) - 1)
         nbits += pad
