@@ -8,6 +8,7 @@ import io
 from types import SimpleNamespace
 from typing import Any
 
+import jsonschema
 import orjson
 import pytest
 from locust.env import Environment
@@ -19,7 +20,7 @@ from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import images
 from poolbench_locust.workload.pool import REFERENCE_EVERY, FreshImages
 from tests.support.harness import options, start_error
-from tests.support.locust_run import run_locust
+from tests.support.locust_run import result_schema, run_locust
 
 SMALL_IMAGES = ("--images", "1", "--image-size", "32x32", "--input-len", "5")
 TWO_PROCESSES = ("--processes", "2")
@@ -48,7 +49,9 @@ def _run(server: Any, tmp_path: Any, *args: str) -> tuple[Any, dict[str, Any]]:
         timeout=90,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done, done.json()
+    document = done.json()
+    jsonschema.validate(document, result_schema())  # the inputs' part of the schema merged in
+    return done, document
 
 
 def test_two_processes_send_as_many_distinct_images_as_requests(mock_server, tmp_path):
