@@ -20,7 +20,7 @@ from poolbench_locust.options import OptionError, Settings
 from poolbench_locust.workload import images
 from poolbench_locust.workload.pool import REFERENCE_EVERY, FreshImages
 from tests.support.harness import options, start_error
-from tests.support.locust_run import result_schema, run_locust
+from tests.support.locust_run import PREFLIGHT_ON, result_schema, run_locust
 
 SMALL_IMAGES = ("--images", "1", "--image-size", "32x32", "--input-len", "5")
 TWO_PROCESSES = ("--processes", "2")
@@ -39,6 +39,7 @@ def _urls(body: bytes) -> list[str]:
 
 
 def _run(server: Any, tmp_path: Any, *args: str) -> tuple[Any, dict[str, Any]]:
+    """A short run of 4 users; the master's preflight request on (its image is one no worker sends)."""
     done = run_locust(
         "locustfiles/embeddings_chat.py",
         *args,
@@ -46,6 +47,7 @@ def _run(server: Any, tmp_path: Any, *args: str) -> tuple[Any, dict[str, Any]]:
         run_time="4s",
         host=server.url,
         json_result=tmp_path / "run.json",
+        env=PREFLIGHT_ON,
         timeout=90,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -130,6 +132,17 @@ def test_each_worker_draws_texts_of_its_own_and_worker_0_those_of_a_process_alon
     texts = [{t for r in pool for t in orjson.loads(r.body)["input"]} for pool in pools]
     assert [r.body for r in pools[0]] == [r.body for r in alone.requests], "a seed keeps its requests"
     assert not texts[0] & texts[1] and not texts[1] & texts[2] and not texts[0] & texts[2]
+
+
+def test_the_requests_that_carry_a_reference_are_the_same_in_every_worker(monkeypatch):
+    # the master compares the workers' references by input, and a reference file holds one run's inputs
+    monkeypatch.setenv("LOCUST_NO_CONSISTENCY", "false")
+    plans = [plan_for(pb.EmbeddingsUser, e.parsed_options, None, e) for e in map(_environment, (0, 1))]
+    assert plans[0].reference_inputs and plans[0].reference_inputs == plans[1].reference_inputs
+    carrying = [[r.body for r in plan.requests if r.refs] for plan in plans]
+    assert carrying[0] == carrying[1]
+    others = [{r.body for r in plan.requests if not r.refs} for plan in plans]
+    assert not others[0] & others[1], "the rest are each worker's own"
 
 
 def test_the_images_of_two_workers_differ_and_image_pool_makes_them_the_same():

@@ -27,6 +27,7 @@ from poolbench_locust.wire import (
 )
 from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
 from poolbench_locust.workload.arrival import Schedule
+from poolbench_locust.workload.pool import MASTER
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 
@@ -217,8 +218,10 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
-        # each worker draws its own inputs and images (Locust's index; 0 in a process of its own)
-        worker = max(0, int(getattr(getattr(environment, "runner", None), "worker_index", 0) or 0))
+        # each worker draws its own inputs and images (Locust's index; 0 in a process of its own; none on a master)
+        runner = getattr(environment, "runner", None)
+        index = getattr(runner, "worker_index", None)
+        worker = MASTER if runner is not None and index is None else max(0, int(index or 0))
         requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs, worker)
         plan = Plan(
             settings=settings,

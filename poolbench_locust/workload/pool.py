@@ -92,6 +92,10 @@ pool of 10,000 such bodies would hold gigabytes. The pool stops growing here (af
 logger = logging.getLogger("poolbench_locust")
 
 
+MASTER = 0xFFFF
+"""The worker index of a distributed run's master, which sends only its preflight request: one no worker has."""
+
+
 def pool_random(settings: Settings, worker: int) -> random.Random:
     """What a pool's inputs are drawn from: --seed alone in a process of its own (a worker index of 0), so that a
     seed keeps the requests it always prepared there, and --seed with the worker index in every other worker."""
@@ -115,7 +119,12 @@ def request_pool(
     each reference's input is appended to it by id (`reference_input`): what a reference file keys it by.
     `worker`: the process's worker index (0 in a process of its own), which its inputs and images are drawn with.
     With --images, a `FreshImages`: the same requests, each taken with images of its own."""
-    rng = pool_random(settings, worker)
+    # The requests that carry a reference input are drawn from --seed alone in every worker: the workers'
+    # references are compared with each other by input (consistency/reference_agreement.py), and a reference
+    # file (--consistency-reference) holds one run's inputs. The rest are each worker's own.
+    shared, own = random.Random(settings.seed), pool_random(settings, worker)
+    if worker == 0:
+        own = shared
     fields = request_fields(endpoint, settings)
     numbers = images.ImageNumbers(settings, worker) if settings.images else None
     repeats = Repeats(settings.repeat_ratio, settings.seed, endpoint.shape)
@@ -127,7 +136,8 @@ def request_pool(
     held = 0
     wanted = dataset.size_hint()
     for _ in range(wanted):
-        inputs = dataset.draw(rng)
+        choosing = references is not None and len(references) < settings.consistency_inputs
+        inputs = dataset.draw(shared if choosing else own)
         if inputs.images and endpoint.images is None:
             raise OptionError("--dataset", f"its records hold images, which {endpoint.route} does not take")
         if numbers is not None:
