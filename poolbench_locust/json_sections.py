@@ -33,11 +33,12 @@ SWEEP_JSON = 30
 CAPACITY_JSON = 40
 SERVER_METRICS_JSON = 50
 CLIENT_LOAD_JSON = 60
+INPUTS_JSON = 62
 REPEATS_JSON = 70
 REPEATED_SEARCHES_JSON = 80
 """Where each room's keys go in the JSON result, in one place: the blocks' width, the history, the sweep,
-the capacity search, the server's metrics, the client load, the repeats, then a repeated capacity search's
-figures in the repeats' keys."""
+the capacity search, the server's metrics, the client load, the inputs sent, the repeats, then a repeated
+capacity search's figures in the repeats' keys."""
 MAX_TEXT = 1000
 """Longest string kept from a failure message or an option value (they may quote a server)."""
 

@@ -63,6 +63,7 @@ class Always:
 ALWAYS = Always()
 
 
-def budget_for(share: float, pool_requests: int, carrying: int) -> ComparisonBudget:
-    """The budget of a pool of `pool_requests` requests of which `carrying` carry a reference."""
+def budget_for(share: float, pool_requests: int, carrying: float) -> ComparisonBudget:
+    """The budget of a pool of `pool_requests` requests of which `carrying` carry a reference (per turn of the
+    pool: a fraction where some are sent with one only now and then, workload/pool.py's FreshImages)."""
     return ComparisonBudget(share, max(1.0, pool_requests / max(1, carrying)))

@@ -28,6 +28,7 @@ from poolbench_locust.wire import (
 from poolbench_locust.workload import PreparedRequest, request_fields, request_pool
 from poolbench_locust.workload.arrival import Schedule
 from poolbench_locust.workload.input_lengths import InputLengths, lengths_for
+from poolbench_locust.workload.pool import MASTER
 from poolbench_locust.workload.sources import dataset_for
 from poolbench_locust.workload.tokens import counter_for
 
@@ -90,6 +91,13 @@ class Plan:
     def secrets(self) -> tuple[str | None, ...]:
         """What no message, log line or report may show."""
         return (self.access.api_key, self.access.host_password)
+
+
+def _carrying(requests: list[PreparedRequest]) -> float:
+    """Requests sent with their reference input per turn of the pool: each that carries one, but a pool of fresh
+    images (workload/pool.py's FreshImages) sends such a request as prepared one take in a few."""
+    carrying = getattr(requests, "carrying", None)
+    return sum(1 for r in requests if r.refs) if carrying is None else carrying
 
 
 def check_settings(user_class: Planned, settings: Settings) -> None:
@@ -215,7 +223,13 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
                     warned.add(said)  # once a run, however many hosts the plan is made for
                 logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
         lengths = lengths_for(endpoint, settings)
-        requests = request_pool(endpoint, settings, dataset, counter, per_input, references, reference_inputs, lengths)
+        # each worker draws its own inputs and images (Locust's index; 0 in a process of its own; none on a master)
+        runner = getattr(environment, "runner", None)
+        index = getattr(runner, "worker_index", None)
+        worker = MASTER if runner is not None and index is None else max(0, int(index or 0))
+        requests = request_pool(
+            endpoint, settings, dataset, counter, per_input, references, reference_inputs, lengths, worker
+        )
         plan = Plan(
             settings=settings,
             route=route,
@@ -225,7 +239,7 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
             requests=requests,
             references=references or [],
             reference_inputs=reference_inputs,
-            comparisons=budget_for(settings.consistency_rate, len(requests), sum(1 for r in requests if r.refs)),
+            comparisons=budget_for(settings.consistency_rate, len(requests), _carrying(requests)),
             client_token_source=counter.source,
             access=access,
             form=form,

@@ -1,12 +1,13 @@
 """Images in the mock's requests: every image it is sent is decoded (its data URL, then the PNG or JPEG:
 its header, a PNG's zlib data inflated to its exact size), as a server's image loader would, and one it
 cannot read is a 400 saying why, as vLLM answers an image PIL cannot open. http(s) URLs are taken unread:
-the mock fetches nothing.
+the mock fetches nothing. `DistinctImages` counts the images a server's cache of images would tell apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from poolbench_locust.imageformats import ImageError, ImageInfo, from_data_url, read_image
@@ -75,3 +76,44 @@ def document(value: Any, where: str, seen: Seen) -> str | None:
     if isinstance(value, list):
         return seen.parts(value, where)
     return None
+
+
+DISTINCT_KEPT = 262_144
+"""Images told apart at most (a 16-byte digest each, about 20 MB): past it, `distinct_images` stops growing and
+`distinct_images_complete` says it is a lower bound."""
+_DATA_URL = b'"data:image/'
+
+
+def data_urls(body: bytes) -> Iterator[bytes]:
+    """Every image data URL of a JSON body, as written (a JSON string that begins data:image/), unparsed: what
+    a server hashes is the image, and one image is one data URL."""
+    at = body.find(_DATA_URL)
+    while at >= 0:
+        end = body.find(b'"', at + 1)
+        if end < 0:
+            return
+        yield body[at + 1 : end]
+        at = body.find(_DATA_URL, end + 1)
+
+
+class DistinctImages:
+    """The data URL images of every pooling request received, and how many of them were distinct (by a digest
+    of the URL, as vLLM's cache keys an image by a hash of it): /mock/stats' `images`, `distinct_images`."""
+
+    def __init__(self) -> None:
+        self.images = 0
+        self._digests: set[bytes] = set()
+        self.complete = True
+
+    def add(self, body: bytes) -> None:
+        digests = self._digests
+        for url in data_urls(body):
+            self.images += 1
+            digest = hashlib.blake2b(url, digest_size=16).digest()
+            if len(digests) < DISTINCT_KEPT:
+                digests.add(digest)
+            elif digest not in digests:
+                self.complete = False
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"images": self.images, "distinct_images": len(self._digests), "distinct_images_complete": self.complete}

@@ -100,7 +100,7 @@ class MockServer:
             reply = Reply(200, self._metrics.text(), CONTENT_TYPE)  # nor is a scrape
         else:
             if pooling:
-                self._stats.requested(path, len(request.body))
+                self._stats.requested(path, request.body)
             try:
                 controls = Controls.of(request.headers, self.config)
             except ControlError as e:

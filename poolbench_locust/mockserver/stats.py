@@ -10,6 +10,8 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from poolbench_locust.mockserver.image_inputs import DistinctImages
+
 
 @dataclass(slots=True)
 class Counters:
@@ -51,16 +53,18 @@ class Stats:
         self._faults: dict[str, int] = {}
         self._drift = Drift()
         self._times_ms: deque[float | None] = deque(maxlen=TIMINGS_KEPT)
+        self._images = DistinctImages()
 
     def _route(self, route: str) -> Counters:
         if (counters := self._routes.get(route)) is None:
             counters = self._routes[route] = Counters()
         return counters
 
-    def requested(self, route: str, body_bytes: int) -> None:
+    def requested(self, route: str, body: bytes) -> None:
         for counters in (self._total, self._route(route)):
             counters.requests += 1
-            counters.bytes_received += body_bytes
+            counters.bytes_received += len(body)
+        self._images.add(body)
 
     def faulted(self, fault: str) -> None:
         self._faults[fault] = self._faults.get(fault, 0) + 1
@@ -93,6 +97,7 @@ class Stats:
     def snapshot(self) -> dict[str, Any]:
         return {
             **asdict(self._total),
+            **self._images.snapshot(),
             "faults": dict(self._faults),
             "drift": asdict(self._drift),
             "routes": {route: asdict(counters) for route, counters in self._routes.items()},

@@ -390,13 +390,22 @@ ALL_OPTIONS: tuple[Option, ...] = (
             whole(0),
             0,
             "Images per input (for rerank and score: per document, beside its text), generated from --seed, all "
-            "distinct, sent as data URLs in the form the class's server takes (Infinity: the images alone).",
+            "distinct (see --image-pool), sent as data URLs in the form the class's server takes (Infinity: the "
+            "images alone).",
             label="Images per input",
         ),
         Option(
             "--image-size", image_size, "512x512", "Generated images' size, WIDTHxHEIGHT pixels.", label="Image size"
         ),
         Option("--image-format", one_of(IMAGE_FORMATS), "png", "Generated images' format.", label="Image format"),
+        Option(
+            "--image-pool",
+            whole(0),
+            0,
+            "0: every generated image sent is new, across users, processes and workers. N: the run sends N "
+            "distinct images, over and over (a study of the server's image cache).",
+            label="Distinct images (0: all)",
+        ),
         Option(
             "--documents",
             span(1),

@@ -81,6 +81,7 @@ class Settings:
     images: int = 0
     image_size: tuple[int, int] = (512, 512)
     image_format: str = "png"
+    image_pool: int = 0
     documents: Span = _EIGHT
     dataset: str = "random"
     dataset_column: str | None = None
@@ -188,6 +189,8 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         yield OptionError(
             "--dataset-column", f"names a column of a file or Hugging Face dataset; --dataset is {s.dataset}"
         )
+    if s.image_pool and not s.images:
+        yield OptionError("--image-pool", "sets how many generated images recur: give --images too")
     yield from _cache_load_refused(s)
     if s.extra_body_overrides and s.extra_body is None:
         yield OptionError(

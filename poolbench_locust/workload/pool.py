@@ -2,8 +2,12 @@
 
 A pool of distinct bodies per User class is shared by its users: varied enough that a server
 cannot answer from a cache of one prompt, small enough that 1,000 users cost no memory. The pool
-is drawn from one `random.Random(--seed)`, so the same seed prepares the same requests. With --repeat-ratio, a
-share of its inputs are copies of an earlier request's (workload/cache_inputs.py), to provoke the server's caches.
+is drawn from one `random.Random` of --seed and the process's worker index, so the same seed prepares the same
+requests in the same process, and no two processes of a run send the same pool. With --repeat-ratio, a share of
+its inputs are copies of an earlier request's (workload/cache_inputs.py), to provoke the server's caches.
+
+With --images, each request is sent with images of its own (`FreshImages`): the pool's bodies are templates,
+each image's last bytes made anew as the request is taken.
 """
 
 from __future__ import annotations
@@ -120,6 +124,16 @@ pool of 10,000 such bodies would hold gigabytes. The pool stops growing here (af
 logger = logging.getLogger("poolbench_locust")
 
 
+MASTER = 0xFFFF
+"""The worker index of a distributed run's master, which sends only its preflight request: one no worker has."""
+
+
+def pool_random(settings: Settings, worker: int) -> random.Random:
+    """What a pool's inputs are drawn from: --seed alone in a process of its own (a worker index of 0), so that a
+    seed keeps the requests it always prepared there, and --seed with the worker index in every other worker."""
+    return random.Random(settings.seed) if worker == 0 else random.Random(f"{settings.seed} worker {worker}")
+
+
 def request_pool(
     endpoint: Endpoint,
     settings: Settings,
@@ -129,6 +143,7 @@ def request_pool(
     references: list[PreparedRequest] | None = None,
     reference_inputs: list[Any] | None = None,
     lengths: InputLengths | None = None,
+    worker: int = 0,
 ) -> list[PreparedRequest]:
     """The pool of distinct requests. With `lengths` (workload/input_lengths.py), each of its inputs' counts
     is tallied there. With `references` (a list, filled here), up to --consistency-inputs of its requests carry
@@ -136,15 +151,25 @@ def request_pool(
     endpoint the first text of each of the first distinct requests, alone in a request of its own; for a
     pairs-shaped one the whole request, itself its reference. With `reference_inputs` too, each reference's
     input is appended to it by id (`reference_input`): what a reference file keys it by.
+    `worker`: the process's worker index (0 in a process of its own), which its inputs and images are drawn with.
+    With --images, a `FreshImages`: the same requests, each taken with images of its own.
 
     Where the pool's inputs do not recur within a run (a trace, a large dataset: injected_references.injects),
     the references are drawn from a small share of marked requests instead, each of which then carries one
-    in place of one of its own inputs (workload/injected_references.py)."""
-    rng = random.Random(settings.seed)
+    in place of one of its own inputs (workload/injected_references.py); such a pool is drawn from --seed alone
+    in every worker, as its references are."""
+    # The requests that carry a reference input are drawn from --seed alone in every worker: the workers'
+    # references are compared with each other by input (consistency/reference_agreement.py), and a reference
+    # file (--consistency-reference) holds one run's inputs. The rest are each worker's own.
+    shared, own = random.Random(settings.seed), pool_random(settings, worker)
+    if worker == 0:
+        own = shared
     fields = request_fields(endpoint, settings)
-    numbers = images.ImageNumbers(settings) if settings.images else None
+    numbers = images.ImageNumbers(settings, worker) if settings.images else None
     repeats = Repeats(settings.repeat_ratio, settings.seed, endpoint.shape)
     pool: list[PreparedRequest] = []
+    urls: list[tuple[str, ...]] = []
+    """Each request's generated images (--images), in the order they were drawn."""
     known: dict[Any, int] = {}
     """Reference id by its input (a text; a pairs request's body): a later copy carries the same one."""
     held = 0
@@ -153,7 +178,8 @@ def request_pool(
     if references is not None and injected_references.injects(settings, endpoint.shape, wanted):
         marks = injected_references.Marks.of(settings, endpoint, getattr(dataset, "schedule", None))
     for _ in range(wanted):
-        inputs = dataset.draw(rng)
+        choosing = references is not None and len(references) < settings.consistency_inputs
+        inputs = dataset.draw(shared if choosing else own)
         if inputs.images and endpoint.images is None:
             raise OptionError("--dataset", f"its records hold images, which {endpoint.route} does not take")
         if numbers is not None:
@@ -161,6 +187,8 @@ def request_pool(
                 raise OptionError("--images", "the dataset brings its own images: leave --images out")
             inputs = images.with_generated(inputs, numbers)
         inputs = repeats.apply(inputs)
+        if numbers is not None:
+            urls.append(tuple(url for each in inputs.images for url in each))
         request = prepare(endpoint, settings, inputs, counter, fields, per_input, lengths)
         if marks is not None and injected_references.markable(inputs, endpoint.shape == "pairs"):
             marks.see(len(pool), inputs, request.sequences)
@@ -189,7 +217,100 @@ def request_pool(
             repeats.inputs,
             settings.repeat_ratio,
         )
+    if numbers is not None:
+        return FreshImages(pool, urls, numbers)
     return pool
+
+
+REFERENCE_EVERY = 8
+"""A request that carries a reference input is sent as prepared (so that its answer can be compared with the
+reference's) one take in this many; the others are sent with fresh images and no reference. With 8 of a pool of
+32 carrying one, 1 request in 32 sends images sent before, where every fourth would."""
+
+
+class FreshImages(list[PreparedRequest]):
+    """A pool of requests with generated images, each taken (`pool[i]`, what a user does for every request) with
+    images of its own: its template's body with each image's tail (images.ImageNumbers.sent) in place of the
+    template's, so that no image is sent twice, at the cost of the tails (microseconds) and one copy of the
+    body; bench/fresh_images.py measures it. Iterating gives the templates, as a list would.
+
+    Two kinds of image are sent as prepared: those of a request that carries a reference input, one take in
+    REFERENCE_EVERY (its answer is compared with the reference's, so its input must be the reference's), and
+    those --repeat-ratio copied (found more than once in the pool: a copy is the point). `sent_as_prepared`
+    counts the requests that always hold some; `carrying` the requests sent with a reference, in the pool's
+    terms (the comparison budget's: engine/comparison_budget.py)."""
+
+    def __init__(self, requests: list[PreparedRequest], urls: list[tuple[str, ...]], numbers: images.ImageNumbers):
+        super().__init__(requests)
+        self.numbers = numbers
+        head = numbers.generator.url_head.encode("ascii")
+        seen: dict[str, int] = {}
+        for each in urls:
+            for url in each:
+                seen[url] = seen.get(url, 0) + 1
+        self._fresh = [_fresh(request, each, seen, head) for request, each in zip(requests, urls, strict=True)]
+        self.sent_as_prepared = sum(1 for f in self._fresh if f is None or f.kept)
+        """Requests always sent with images found in other requests too (--repeat-ratio's copies)."""
+        self.carrying = sum(
+            (1 / REFERENCE_EVERY if f is not None else 1) for f, r in zip(self._fresh, requests, strict=True) if r.refs
+        )
+        """Requests sent with their reference input, per turn of the pool."""
+
+    def __getitem__(self, index: Any) -> Any:
+        fresh = self._fresh[index]
+        if type(fresh) is not _Fresh:  # a request sent as prepared, or a slice: the templates
+            return list.__getitem__(self, index)
+        t = fresh.template
+        if t.refs:
+            taken = fresh.taken
+            fresh.taken = taken + 1
+            if taken % REFERENCE_EVERY == 0:
+                return t
+        sent = self.numbers.sent
+        parts = fresh.parts
+        body = [parts[0]]
+        for part in parts[1:]:
+            body.append(sent())
+            body.append(part)
+        return PreparedRequest(b"".join(body), t.sequences, t.client_tokens, t.expected_items, t.input_tokens)
+
+
+class _Fresh:
+    __slots__ = ("kept", "parts", "taken", "template")
+
+    def __init__(self, template: PreparedRequest, parts: tuple[memoryview, ...], kept: bool) -> None:
+        self.template = template
+        self.parts = parts
+        """The template's body cut around each image's tail: a fresh tail goes between each two parts."""
+        self.kept = kept
+        """Some of its images are sent as prepared (copies found elsewhere in the pool)."""
+        self.taken = 0
+        """Takes of a request that carries a reference: one in REFERENCE_EVERY is sent as prepared."""
+
+
+def _fresh(request: PreparedRequest, urls: tuple[str, ...], seen: Mapping[str, int], head: bytes) -> _Fresh | None:
+    """Where the request's images found once in the pool (`seen`: how often each is) sit in its body; None when
+    the body holds none of them."""
+    body = request.body
+    view = memoryview(body)
+    cuts: list[tuple[int, int]] = []
+    for url in urls:
+        if seen[url] > 1:
+            continue
+        whole = url.encode("ascii")
+        at = body.find(whole + b'"')  # a URL ends at its quote: no other URL is found in its place
+        if at < 0 or not whole.startswith(head) or body.find(whole + b'"', at + 1) >= 0:
+            continue  # not in the body as written, or in it twice: sent as prepared
+        cuts.append((at + len(head), at + len(whole)))
+    if not cuts:
+        return None
+    cuts.sort()
+    parts, start = [], 0
+    for begin, end in cuts:
+        parts.append(view[start:begin])
+        start = end
+    parts.append(view[start:])
+    return _Fresh(request, tuple(parts), kept=len(cuts) < len(urls))
 
 
 def reference_input(endpoint: Endpoint, inputs: Inputs) -> str | dict[str, Any] | None:
