@@ -66,7 +66,8 @@ def test_the_names_the_browser_uses_are_the_ones_locusts_bundle_makes():
     assert webform.posted_name("check_p95_ms") == "check_p9_5ms"
     assert webform.posted_name("input_len_range") == "input_len_range"
     mangled = {d for d in webform.extra_actions() if webform.posted_name(d) != d}
-    assert mangled == {"check_p95_ms"}
+    assert mangled == {"check_p95_ms", "check_max_top1_changed"}
+    assert webform.posted_name("check_max_top1_changed") == "check_max_top_1changed"
 
 
 @pytest.fixture
@@ -82,13 +83,17 @@ def web_ui(monkeypatch):
     runner.quit()
 
 
-def test_a_value_typed_into_a_mangled_field_reaches_its_option(web_ui):
+@pytest.mark.parametrize(
+    ("posted", "dest", "value"),
+    [("check_p9_5ms", "check_p95_ms", "250"), ("check_max_top_1changed", "check_max_top1_changed", "0.1")],
+)
+def test_a_value_typed_into_a_mangled_field_reaches_its_option(web_ui, posted, dest, value):
     env, web = web_ui
-    form = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9", "check_p9_5ms": "250"}
+    form = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:9", posted: value}
     answer = web.app.test_client().post("/swarm", data=form)
     assert answer.status_code == 200 and answer.get_json()["success"]
-    assert env.parsed_options.check_p95_ms == "250"
-    assert not hasattr(env.parsed_options, "check_p9_5ms")
+    assert getattr(env.parsed_options, dest) == value
+    assert not hasattr(env.parsed_options, posted)
 
 
 def test_a_range_typed_where_the_default_is_a_number_starts_the_run(web_ui):

@@ -404,7 +404,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             0,
             "0: every generated image sent is new, across users, processes and workers. N: the run sends N "
             "distinct images, over and over (a study of the server's image cache).",
-            label="Distinct images (0: all)",
+            label="Distinct images, 0 for every one new",
         ),
         Option(
             "--documents",
