@@ -27,7 +27,6 @@ import gevent
 from gevent.event import Event
 from gevent.queue import Queue
 from locust.event import Events
-from locust.exception import StopUser
 from locust.runners import MasterRunner
 
 from poolbench_locust.locust_options import locust_options
@@ -61,8 +60,9 @@ class Tally:
     """One process's arrivals: those that fell due and those that left, since the last `clear`.
 
     Kept apart from the schedule's own state, which is reset at each start and stop: the reports read
-    the tally after the test stopped. It stops counting when the run starts to stop, since arrivals
-    that fall due while the users are stopping have nobody left to send them.
+    the tally after the test stopped. It stops counting the arrivals that fall due when the run starts
+    to stop, since those have nobody left to send them; a request that still leaves (a user that waited
+    for a slot, let finish by --stop-timeout) is counted sent, as Locust counts its answer.
     """
 
     def __init__(self) -> None:
@@ -182,10 +182,8 @@ class OpenLoop:
             self._freed.clear()
             self._freed.wait()
         tally = self.tally
-        if not tally.counting:
-            # The run began to stop while this arrival waited: with --stop-timeout its user would send it
-            # and Locust would count an answer the tally never saw leave. Nobody is left to send it.
-            raise StopUser()
+        # Counted even once the run began to stop (tally.counting is for the arrivals that fall due): with
+        # --stop-timeout a user that waited for a slot still sends its arrival, and Locust counts its answer.
         tally.sent += 1
         tally.on_sent((perf_counter() - due) * 1000)
         self.in_flight += 1
