@@ -27,6 +27,8 @@ load average of 8 on 2 cores)..."""
 LOADED_SHARE = 0.15
 """...and on a loaded machine the client's own scheduling delay grows with the request (5 to 27 ms of
 120 to 215 ms seen at a load average of 20): the share may be that fraction of the client's mean."""
+SERVER_AFTER_CLIENT = 0.01
+"""How far vLLM's own mean latency may pass the client's: a share of the client's (see its use)."""
 
 
 def _by(path: Path, key: str) -> dict[str, dict[str, str]]:
@@ -73,8 +75,13 @@ def test_vllms_own_counters_equal_the_clients(vllm_server: Any, tmp_path: Path, 
     assert int(checks["Prompt Tokens"]["Server"]) == int(pooling["Input Tokens"])
     latency = checks["Mean Latency"]
     share = float(latency["Gap"])
-    assert 0 <= share <= max(LOOPBACK_SHARE_MS, LOADED_SHARE * float(latency["Client"])), latency
-    assert float(server["Latency Mean"]) <= float(latency["Client"])
+    # The same requests (the counts' gap is 0), so the client's mean holds the server's and the loopback; but
+    # vLLM records a request's latency when its handler ends, which may come after the client read the last
+    # byte: its mean passed the client's by a hair once (-0.16 ms of 54.7, bytes answers). At most
+    # SERVER_AFTER_CLIENT of the client's mean.
+    slack = SERVER_AFTER_CLIENT * float(latency["Client"])
+    assert -slack <= share <= max(LOOPBACK_SHARE_MS, LOADED_SHARE * float(latency["Client"])), latency
+    assert float(server["Latency Mean"]) <= float(latency["Client"]) + slack
     section = re.search(r'<section id="poolbench-server-metrics".*?</section>', page.read_text(), re.S)
     assert section and "Server against client" in section.group(0)
     assert f"<td>{pooling['Input Tokens']}</td>" in section.group(0)
