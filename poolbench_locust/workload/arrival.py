@@ -88,7 +88,7 @@ class OpenLoop:
     """The run's users on every process together, as the master said (USERS_MESSAGE); None: this process's -u."""
 
     def __init__(self) -> None:
-        self._dispatcher: gevent.Greenlet | None = None
+        self._dispatcher: gevent.Greenlet[..., Any] | None = None
         self.tally = Tally()
         self.reset()
 
