@@ -27,7 +27,7 @@ whose `end - start` it adds up without building them; where it is unsure, orjson
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import orjson
 import simdjson
@@ -73,7 +73,13 @@ _NUL_ESCAPE = b"\\u0000"
 _parser = simdjson.Parser()
 
 
-class Numbers:
+if TYPE_CHECKING:
+    _Registered = Sequence[Any]  # what Sequence.register(Numbers) below makes it, told to mypy
+else:
+    _Registered = object
+
+
+class Numbers(_Registered):
     """A JSON array whose first element is a number, read lazily: its length costs nothing, its values
     (any JSON values: only the first is known to be a number) are built on first use.
 
