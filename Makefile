@@ -33,6 +33,7 @@ demo: $(DEMO_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The documentation site, strict: a broken link, a missing page or an undocumented option fails.
 # Built into a temporary folder, removed after; `$(BIN)/mkdocs serve` shows it while you write.

@@ -26,18 +26,21 @@ whose `end - start` it adds up without building them; where it is unsure, orjson
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import orjson
 import simdjson
 
+# Declared for mypy, which reads the built module's types from _jsonscan.pyi: None where it was not built
+_offsets: Callable[[bytes, type[Any]], tuple[dict[str, Any], int, int] | None] | None
+_scan: Callable[[bytes, type[Any]], Any] | None
 try:
     from poolbench_locust._jsonscan import Span as _Span
     from poolbench_locust._jsonscan import offsets as _offsets
     from poolbench_locust._jsonscan import scan as _scan
 except ImportError:  # built without a C compiler: simdjson alone reads
-    _Span = None
+    _Span = None  # type: ignore[misc, assignment]  # mypy keeps it a class (a variable is no base class)
     _offsets = None
     _scan = None
 SCANS = _scan is not None
@@ -70,7 +73,13 @@ _NUL_ESCAPE = b"\\u0000"
 _parser = simdjson.Parser()
 
 
-class Numbers:
+if TYPE_CHECKING:
+    _Registered = Sequence[Any]  # what Sequence.register(Numbers) below makes it, told to mypy
+else:
+    _Registered = object
+
+
+class Numbers(_Registered):
     """A JSON array whose first element is a number, read lazily: its length costs nothing, its values
     (any JSON values: only the first is known to be a number) are built on first use.
 
@@ -109,7 +118,8 @@ class Numbers:
         return value in self.values()
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self.values())
+        backwards: Iterator[Any] = reversed(self.values())  # typeshed's overloads give Any for a list[Any]
+        return backwards
 
     def index(self, value: Any, *args: Any) -> int:
         return self.values().index(value, *args)
@@ -126,7 +136,7 @@ Sequence.register(Numbers)
 
 if _Span is not None:
 
-    class _SpanNumbers(_Span, Numbers):  # type: ignore[misc, valid-type]
+    class _SpanNumbers(_Span, Numbers):
         """An array of numbers `_jsonscan` validated: its span of the body and its length (in C). Every
         element is a number (the pass is unsure of arrays that hold anything else)."""
 

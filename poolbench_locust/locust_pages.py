@@ -91,7 +91,7 @@ def web_base(environment: Environment) -> str:
 def add_route(environment: Environment, path: str, view: Callable[[], Response]) -> None:
     """A route of the web UI under its base path, behind its login when --web-login asks for one."""
     web_ui = environment.web_ui
-    assert web_ui is not None
+    assert web_ui is not None and web_ui.app is not None
     web_ui.app.route(web_base(environment) + path)(web_ui.auth_required_if_enabled(view))
 
 

@@ -188,6 +188,20 @@ def test_a_bad_file_stops_the_run_at_start(mock_server_factory, tmp_path, conten
     assert server.stats()["requests"] == 0
 
 
+def test_a_file_of_another_dimension_than_dimensions_stops_the_run_at_start(mock_server_factory, tmp_path):
+    server = mock_server_factory("--ttfb-ms", "5")
+    saved = tmp_path / "refs.jsonl"
+    assert _run(server.url, tmp_path, "locustfiles/embeddings.py", "--consistency-save", str(saved)).returncode == 0
+    dimension = len(_lines(saved)[1]["values"])
+    sent = server.stats()["requests"]
+    asked = ("--dimensions", str(dimension // 2))
+    result = _run(server.url, tmp_path, "locustfiles/embeddings.py", "--consistency-reference", str(saved), *asked)
+    assert result.returncode == 1
+    said = f"line 2: its vector has {dimension} values; --dimensions asks {dimension // 2}"
+    assert f"--consistency-reference: {saved} {said}" in result.stderr, result.stderr[-3000:]
+    assert server.stats()["requests"] == sent
+
+
 def test_a_file_of_another_dimension_stops_the_run_at_its_first_answer(mock_server_factory, tmp_path):
     server = mock_server_factory("--ttfb-ms", "5")
     saved = tmp_path / "refs.jsonl"

@@ -57,7 +57,7 @@ class CapacityShape(LoadTestShape):
     """The web UI's form shows Users (the most requests in flight), as for a run without a shape."""
 
     def __init__(self, environment: Environment, settings: Settings) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # LoadTestShape's is unannotated
         self.environment = environment
         self.settings = settings
         self.users = users_of(environment)
@@ -65,7 +65,7 @@ class CapacityShape(LoadTestShape):
             raise OptionError("--find-capacity", "needs --users: the most requests in flight at once")
         self.replaced: LoadTestShape | None = None
         """The shape this search took the place of (a locustfile's), put back when the web form turns it off."""
-        self._driver: gevent.Greenlet | None = None
+        self._driver: gevent.Greenlet[..., Any] | None = None
         self._resets = 0
         self._generation = 0
         self._new_run()
@@ -90,7 +90,7 @@ class CapacityShape(LoadTestShape):
     def reset_time(self) -> None:
         """A start (Locust calls this before the first tick): a new search, with the options as the web
         UI's form left them (the form's checks have passed them)."""
-        super().reset_time()
+        super().reset_time()  # type: ignore[no-untyped-call]  # LoadTestShape's is unannotated
         if self._driver is not None:
             self._driver.kill(block=False)
             self._driver = None

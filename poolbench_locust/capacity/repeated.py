@@ -67,7 +67,7 @@ class Searches:
             )
         mean, low, high = found
         each = ", ".join(f"{a['requests_per_s']:,.1f}" for a in self.answers())
-        limits = {o.limited_by for o in self.outcomes} - {None}
+        limits = {o.limited_by for o in self.outcomes if o.limited_by is not None}
         return (
             f"Capacity over {len(self.outcomes)} searches: {mean:,.1f} requests/s (95 % CI {low:,.1f} .. {high:,.1f}; "
             f"answers {each}); "
@@ -120,7 +120,7 @@ class Searches:
             ],
         }
         for key in INTERVALS[1:]:
-            out[key] = round(found[key][0], 3) if found[key] else None
+            out[key] = round(interval[0], 3) if (interval := found[key]) else None
         for key in INTERVALS:
             out[f"{key}_ci95"] = _pair(found[key])
         return out
@@ -130,7 +130,7 @@ class Searches:
         one search, its figures those of its answer (the passing probe of the highest rate)."""
         if self.planned <= 1 or not self.outcomes:
             return None
-        rows = []
+        rows: list[dict[str, Any]] = []
         for number, outcome in enumerate(self.outcomes, 1):
             best = outcome.best()
             rows.append(

@@ -123,6 +123,12 @@ QUEUE_EMPTY = 0.5
 """A mean of fewer waiting requests than this is an empty queue: the server ran what it held."""
 
 
+def _both(pair: tuple[float | None, float | None]) -> tuple[float, float] | None:
+    """The pair, where neither is None."""
+    first, second = pair
+    return None if first is None or second is None else (first, second)
+
+
 def _server_evidence(best: Probe, bound: Probe) -> str:
     """The server's own figures at the answer and at the bound (--server-metrics): its queue; where nothing
     waited, the requests it ran at once; where it reports neither (vLLM's pooling runner left both at 0
@@ -130,9 +136,9 @@ def _server_evidence(best: Probe, bound: Probe) -> str:
     waiting, running = (best.server_waiting, bound.server_waiting), (best.server_running, bound.server_running)
     latency = (best.server_latency_ms, bound.server_latency_ms)
     at = f" at {best.rate:,.1f}/s and {{b}} at {bound.rate:,.1f}/s"
-    if None not in waiting and max(waiting) >= QUEUE_EMPTY:  # type: ignore[type-var]
+    if (held := _both(waiting)) is not None and max(held) >= QUEUE_EMPTY:
         return f"; its own queue held {waiting[0]:,.1f} requests" + at.format(b=f"{waiting[1]:,.1f}")
-    if None not in running and max(running) >= QUEUE_EMPTY:  # type: ignore[type-var]
+    if (ran := _both(running)) is not None and max(ran) >= QUEUE_EMPTY:
         return f"; nothing waited in its queue; it ran {running[0]:,.1f} requests at once" + at.format(
             b=f"{running[1]:,.1f}"
         )

@@ -33,7 +33,7 @@ TAB_SCRIPT = live_box_script("pooling", "poolbench-charts", "pooling/charts", RE
 
 def _install_web_ui(environment: Environment) -> None:
     web_ui = environment.web_ui
-    assert web_ui is not None
+    assert web_ui is not None and web_ui.app is not None
     base = web_base(environment)
 
     def pooling_history() -> Response:

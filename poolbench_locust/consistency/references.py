@@ -62,7 +62,7 @@ def _references(
         for ref_id, request in enumerate(plan.references):
             seen.clear()
             user.measure(dataclasses.replace(request, refs=((-1 if plan.endpoint.shape == "pairs" else 0, ref_id),)))
-            event = seen[-1] if seen else {"exception": "no request event was fired"}
+            event: dict[str, Any] = seen[-1] if seen else {"exception": "no request event was fired"}
             context = event.get("context") or {}
             answered = event.get("exception") is None
             if answered:
@@ -164,7 +164,7 @@ def _from_file(
             file.path,
         )
     dimensions = plan.settings.dimensions
-    if kind == "vectors" and found and dimensions and len(first := next(iter(found.values())).values) != dimensions:
+    if kind == "vectors" and found and dimensions and len((first := next(iter(found.values()))).values) != dimensions:
         raise file.error(first.line, f"its vector has {len(first.values)} values; --dimensions asks {dimensions}")
     return plan.label, kind, found
 
@@ -289,7 +289,7 @@ def _read_references(environment: Environment, path: str, state: Consistency, ta
         name, kind, found = read
         if _shared(user_class, name, state, taking):
             continue
-        values = {ref_id: reference.values for ref_id, reference in found.items()}
+        values: dict[int, Sequence[float]] = {ref_id: reference.values for ref_id, reference in found.items()}
         taking.taken[name] = Taken(kind, list(_plan(user_class, environment).reference_inputs), values, True)
         state.kinds[name] = kind
         if kind == "vectors" and values:

@@ -75,13 +75,13 @@ def _shape(value: Any, name: str) -> list[int]:
     # a large answer is read by lazyjson: its shape, an array of numbers, comes as `Numbers`
     if not isinstance(value, ARRAY) or not 1 <= len(value) <= 8:
         raise AnswerError(f"output {name!r} has no shape list")
-    value = list(value)
-    for d in value:
+    shape: list[int] = list(value)
+    for d in shape:
         if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_ELEMENTS:
             raise AnswerError(f"output {name!r} has a shape that is not whole numbers")
-    if math.prod(value) > MAX_ELEMENTS:
+    if math.prod(shape) > MAX_ELEMENTS:
         raise AnswerError(f"output {name!r} has an implausible shape")
-    return value
+    return shape
 
 
 def _output(doc: Any, name: str) -> Mapping[str, Any]:

@@ -3,8 +3,10 @@ fields. engine/user.py writes it; the pooling stats (metrics/collector.py) and g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Required, TypedDict
+from typing import TYPE_CHECKING, Required, TypedDict
+
+if TYPE_CHECKING:
+    from poolbench_locust.endpoints.spec import Values
 
 
 class RequestContext(TypedDict, total=False):
@@ -30,10 +32,11 @@ class RequestContext(TypedDict, total=False):
     server_queue_ms: float
     server_inference_ms: float
     """The server's own timing headers, when it sends them."""
-    answers: tuple[tuple[int, Sequence[float]], ...]
+    answers: tuple[tuple[int, Values], ...]
     """(reference id, the values answered for it) of each reference input the request carried
-    (PreparedRequest.refs; engine/answer_values.py): a vector's floats, or a rerank's or score's scores in the
-    documents' order. Only on a request that carries one and was answered well (docs/consistency.md)."""
+    (PreparedRequest.refs; engine/answer_values.py), tagged with their kind: a vector's floats, or a rerank's or
+    score's scores in the documents' order. Only on a request that carries one and was answered well
+    (docs/consistency.md)."""
     answers_unread: str
     """Why the values of a request's reference inputs could not be read (an answer the checks let through with
     --no-validate, a binary body larger than --max-body-mb): not compared, counted as skipped."""

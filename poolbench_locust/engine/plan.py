@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 from poolbench_locust.access import Access, access_for, warnings_given
@@ -36,12 +36,11 @@ logger = logging.getLogger("poolbench_locust")
 
 
 class Planned(Protocol):
-    """What a plan reads of a User class (engine/user.py's EndpointUser declares each)."""
+    """What a plan reads of a User class (engine/user.py's EndpointUser declares each), and its __name__."""
 
-    __name__: str
-    endpoint: Endpoint
+    endpoint: ClassVar[Endpoint]
     host: str | None
-    request_name: str | None
+    request_name: ClassVar[str | None]
 
 
 @dataclass
@@ -100,7 +99,7 @@ def _carrying(requests: list[PreparedRequest]) -> float:
     return sum(1 for r in requests if r.refs) if carrying is None else carrying
 
 
-def check_settings(user_class: Planned, settings: Settings) -> None:
+def check_settings(user_class: type[Planned], settings: Settings) -> None:
     """Raise OptionError for a combination the User class's endpoint cannot serve."""
     endpoint = user_class.endpoint
     if settings.encoding_format not in endpoint.encodings:
@@ -137,7 +136,7 @@ def check_settings(user_class: Planned, settings: Settings) -> None:
             )
 
 
-def _check_pooling_task(user_class: Planned, settings: Settings) -> None:
+def _check_pooling_task(user_class: type[Planned], settings: Settings) -> None:
     """--pooling-task only where the route sends it, and a token-level one in an encoding it answers."""
     endpoint, task = user_class.endpoint, settings.pooling_task
     if task is None:
@@ -180,7 +179,7 @@ _PLANS: Slot[dict[tuple[Any, ...], Plan]] = Slot("plans", dict)
 the same options and host sends the same prepared requests."""
 
 
-def plan_for(user_class: Planned, options: Any, host: str | None = None, environment: Any = None) -> Plan:
+def plan_for(user_class: type[Planned], options: Any, host: str | None = None, environment: Any = None) -> Plan:
     """The shared plan of a User class: checked options, headers, and the requests prepared before the test.
 
     Made once per environment for each User class, set of options and host; without an environment, anew.
@@ -216,12 +215,12 @@ def plan_for(user_class: Planned, options: Any, host: str | None = None, environ
         references: list[PreparedRequest] | None = None
         reference_inputs: list[Any] = []
         if not settings.no_consistency and settings.consistency_inputs:
-            if (why := form.not_compared) is None:  # the form says why its answers cannot be compared
+            if (uncompared := form.not_compared) is None:  # the form says why its answers cannot be compared
                 references = []
             elif (said := ("consistency", f"{user_class.__name__} {route}")) not in (warned or set()):
                 if warned is not None:
                     warned.add(said)  # once a run, however many hosts the plan is made for
-                logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, why)
+                logger.info("consistency: %s (%s): not compared: %s", user_class.__name__, route, uncompared)
         lengths = lengths_for(endpoint, settings)
         # each worker draws its own inputs and images (Locust's index; 0 in a process of its own; none on a master)
         runner = getattr(environment, "runner", None)

@@ -76,7 +76,7 @@ class TokenRows:
         kept = allowed if self.shapes is None else allowed & self.shapes
         if not kept:
             raise BadResponse(why)
-        if kept != self.shapes:
+        if self.shapes is None or kept != self.shapes:
             self.shapes = frozenset(kept)
 
     def _expected(self, tokens: int, inputs: int) -> str:

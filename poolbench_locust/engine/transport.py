@@ -327,7 +327,7 @@ class EngineClient(HTTPClient):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self._connection_pool._is_socket_alive = _open_and_quiet
+        self._connection_pool._is_socket_alive = _open_and_quiet  # type: ignore[method-assign]  # on purpose
         self._carried: weakref.WeakSet[Any] = weakref.WeakSet()
         """Sockets that carried a request: taking one of these from the pool is a reuse."""
         self._head_of: tuple[Any, str, str, str] | None = None
@@ -424,7 +424,7 @@ class EngineClientPool(HTTPClientPool):
         client = self.clients.get(key)
         if client is None:
             client = self.clients[key] = EngineClient.from_url(url, **self.client_args)
-            client.exchange = self.exchange
+            client.exchange = self.exchange  # type: ignore[attr-defined]  # from_url makes a cls, typed HTTPClient
         return client
 
 
@@ -476,7 +476,7 @@ def aim(agent: Any, base_url: str, path: str, headers: dict[str, str], basic_aut
     return Target(url, split, split.quoted_uri, merged, FastRequest(url, method="POST", headers=merged))
 
 
-def _followed(response: BoundedResponse) -> str | None:
+def _followed(response: HTTPSocketPoolResponse) -> str | None:
     """The Location of a redirect that is followed, or None."""
     location = response.get("location")
     if response.status_code in FOLLOWED_REDIRECTS and isinstance(location, str) and location:

@@ -127,8 +127,9 @@ class EndpointUser(FastHttpUser):
         agent = self.client.client
         # The engine's own requests follow these rules in transport.send; a request of the user's own on
         # self.client (a locustfile may send one) follows the same.
-        agent.valid_response_codes = ANY_STATUS
-        agent.redirect_response_codes = FOLLOWED_REDIRECTS
+        # geventhttpclient types both ClassVar; Locust itself sets them on an instance, as here
+        agent.valid_response_codes = ANY_STATUS  # type: ignore[misc]
+        agent.redirect_response_codes = FOLLOWED_REDIRECTS  # type: ignore[misc]
         agent.max_redirects = MAX_REDIRECTS
         self._failure_rows = failure_messages.failure_rows(environment)
         self._open_loop = open_loop_of(environment)
@@ -205,7 +206,9 @@ class EndpointUser(FastHttpUser):
             try:
                 resp = send(self._pool, target, req.body)
             except SEND_FAILURES as e:
-                resp = ErrorResponse(None, e)  # status_code 0, as Locust's session reports it
+                # status_code 0, as Locust's session reports it. Its types ask a request (the engine builds none)
+                # and an Exception (Locust itself passes gevent's Timeout, a BaseException, as here)
+                resp = ErrorResponse(None, e)  # type: ignore[arg-type]
             if exchange.retried:  # a stale keep-alive connection, resent once: its time counts from the resend
                 start = exchange.sent_at
                 origin = start if due is None else min(due, start)
@@ -237,7 +240,7 @@ class EndpointUser(FastHttpUser):
             # A warm-up failure is counted nowhere: it must take none of the failure rows' places either.
             exception = CatchResponseError(message if event is _UNCOUNTED else self._failure_rows.row(message))
         if user_context := self.context():  # Locust's User.context(), as FastHttpSession merges it
-            context = {**user_context, **context}  # type: ignore[typeddict-item]
+            context = {**user_context, **context}
         event.fire(
             request_type="POST",
             name=plan.label,

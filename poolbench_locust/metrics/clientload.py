@@ -96,8 +96,13 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     watcher = watcher_of(environment, sends=not isinstance(runner, MasterRunner))
     board = board_of(environment)
     events_ = environment.events
-    events_.test_start.add_listener(lambda **_: (watcher.reset(), board.clear()))
-    events_.reset_stats.add_listener(lambda **_: (watcher.reset(), board.clear()))
+
+    def reset(**_: Any) -> None:
+        watcher.reset()
+        board.clear()
+
+    events_.test_start.add_listener(reset)
+    events_.reset_stats.add_listener(reset)
     events_.test_stopping.add_listener(lambda **_: watcher.stop())
 
     if isinstance(runner, WorkerRunner):

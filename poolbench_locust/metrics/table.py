@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 
@@ -31,6 +31,11 @@ def shown_ms(value: float | None) -> float | None:
     if value is None:
         return None
     return round(float(f"{value:.5g}"), 3)
+
+
+_Cell = Callable[[PoolingStats, Entry], Any]
+"""A column's value of a row. The lambdas that bind their loop's values as defaults are cast to it: mypy
+cannot type such a lambda against a Callable."""
 
 
 def _goodput(amount: Callable[[Entry], int]) -> Callable[[PoolingStats, Entry], Any]:
@@ -74,8 +79,10 @@ def _columns() -> list[tuple[str, Callable[[PoolingStats, Entry], Any]]]:
             cols.append(("E2E Mean", lambda s, e: shown_ms(e.e2e_moments.mean())))
             cols.append(("E2E Stddev", lambda s, e: shown_ms(e.e2e_moments.stddev())))
         for p in PERCENTILES:
-            cols.append((f"{title} {_percent(p)}", lambda s, e, key=key, p=p: shown_ms(e.timings[key].percentile(p))))
-        cols.append((f"{title} Max", lambda s, e, key=key: shown_ms(e.timings[key].max) if e.timings[key].n else None))
+            cell = cast(_Cell, lambda s, e, key=key, p=p: shown_ms(e.timings[key].percentile(p)))
+            cols.append((f"{title} {_percent(p)}", cell))
+        cell = cast(_Cell, lambda s, e, key=key: shown_ms(e.timings[key].max) if e.timings[key].n else None)
+        cols.append((f"{title} Max", cell))
     return cols
 
 

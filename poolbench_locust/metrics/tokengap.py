@@ -57,7 +57,7 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         return  # a worker holds only what it counted since its last report: the master decides
     watch = GapWatch()
     stats = stats_of(environment)
-    checker: list[gevent.Greenlet] = []
+    checker: list[gevent.Greenlet[..., Any]] = []
 
     def keep_checking() -> None:
         while True:

@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -54,8 +54,8 @@ def prompts(value: Any, name: str) -> list[Any]:
 
 
 def text(value: Any, name: str) -> str:
-    if isinstance(value, Mapping) and isinstance(value.get("text"), str):
-        return value["text"]  # Cohere-style {"text": ...} documents
+    if isinstance(value, Mapping) and isinstance(cohere := value.get("text"), str):
+        return cohere  # Cohere-style {"text": ...} documents
     if not isinstance(value, str) and (found := image_inputs.document(value, name, image_inputs.Seen())) is not None:
         return found  # a document with images: vLLM's {"content": [parts]}, SGLang's [parts]
     if not isinstance(value, str):
@@ -86,7 +86,9 @@ def flipped(call: Call, scores: list[T], key: Callable[[T], float] | None = None
     while the answer holds the same scores; otherwise `scores` as they are."""
     if not call.flip or len(scores) < 2:
         return scores
-    first, second = sorted(range(len(scores)), key=lambda i: key(scores[i]) if key else scores[i], reverse=True)[:2]
+    # without a key, the scores are floats themselves
+    by = key if key else cast("Callable[[T], float]", lambda score: score)
+    first, second = sorted(range(len(scores)), key=lambda i: by(scores[i]), reverse=True)[:2]
     swapped = list(scores)
     swapped[first], swapped[second] = scores[second], scores[first]
     call.flipped += 1
@@ -147,7 +149,7 @@ def embed(call: Call, inputs: list[Any], tokens: int, item: str, key: str, allow
     fragments = per_input(call, answered, lambda k: orjson.Fragment(written(k)))
     data = [{"index": i, "object": item, key: f} for i, f in zip(indices, fragments, strict=True)]
     if call.controls.flavor == "voyage":  # Voyage: no id or created, and usage holds only total_tokens
-        doc = {"object": "list", "data": data, "model": name, "usage": {"total_tokens": tokens}}
+        doc: dict[str, object] = {"object": "list", "data": data, "model": name, "usage": {"total_tokens": tokens}}
     else:
         doc = {**head, "object": "list", "data": data, "usage": usage(tokens)}
     return AnswerDraft(doc, tokens=tokens, sequences=len(inputs))

@@ -5,6 +5,7 @@ Cohere's form (flavor `cohere`; vLLM answers /v2/rerank as its /rerank).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -38,7 +39,7 @@ def embed(call: Call) -> AnswerDraft | Reply:
         return Reply(400, orjson.dumps({"message": COHERE_NO_INPUT_TYPE}))
     tokens = count_prompts(inputs)
     embeddings = packed.cohere_embeddings(call, answered)  # by embedding_types
-    doc = {
+    doc: dict[str, Any] = {
         "id": new_id("embed"),
         "embeddings": embeddings,
         "texts": [t for t in inputs if isinstance(t, str) and t],

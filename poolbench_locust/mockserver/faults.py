@@ -166,7 +166,7 @@ class Answered:
 
 def error_answer(fault: str | None) -> Reply | None:
     """The error page a status fault answers with instead of the route's answer, else None."""
-    if fault in _STATUS:
+    if fault is not None and fault in _STATUS:
         status, kind, text = _STATUS[fault]
         reply = error_reply(status, f"{text} ({INJECTED}, fault {fault})", kind)
         if status == 429:

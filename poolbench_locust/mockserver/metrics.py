@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -195,6 +195,7 @@ class Writer:
         """The prometheus_client metric of `m`: its child of the fixed labels, or its parent to label per request."""
         fixed = {k: model if v == MODEL else v for k, v in m.labels.items()}
         names = list(fixed) if m.per_request is None else list(m.per_request[0])
+        made: Histogram | Counter | Gauge
         if m.kind == "histogram":
             made = Histogram(m.name, m.help, names, buckets=m.buckets, registry=self.registry)
         else:
@@ -203,7 +204,7 @@ class Writer:
             return made
         child = made.labels(**fixed) if fixed else made
         if m.kind == "gauge":
-            child.set_function(lambda: m.measure(self._reading))
+            cast(Gauge, child).set_function(lambda: m.measure(self._reading))
         return child
 
     def began(self) -> None:

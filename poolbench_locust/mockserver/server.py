@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from gevent.pool import Pool
@@ -49,7 +49,7 @@ class MockServer:
 
     @property
     def port(self) -> int:
-        return int(self._server.server_port)
+        return cast(int, self._server.server_port)  # None for a Unix socket only: the mock binds TCP
 
     @property
     def url(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -241,10 +241,11 @@ METRICS = Page(
             lambda e: e.input_tokens() if e.served else [],
             buckets=TEI_INPUT_LENGTH_BUCKETS,
         ),
-        _duration("te_request_duration", lambda e: e.seconds),
+        # `_duration` measures a served request alone: completed, so its seconds are set
+        _duration("te_request_duration", lambda e: cast(float, e.seconds)),
         _duration("te_request_queue_duration", lambda e: e.queue),
         _duration("te_request_tokenization_duration", lambda e: 0.0),
-        _duration("te_request_inference_duration", lambda e: max(e.seconds - e.queue, 0.0)),
+        _duration("te_request_inference_duration", lambda e: max(cast(float, e.seconds) - e.queue, 0.0)),
     ),
     per_input=True,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -34,7 +35,7 @@ class Repeats:
         """The requests of the users' start left out when every user ran only after the warm-up's end."""
         self.spawned = Event()
         """Set when every user runs (Locust's spawning_complete, on the master once every worker's are)."""
-        self._timer: gevent.Greenlet | None = None
+        self._timer: gevent.Greenlet[..., Any] | None = None
         self._acks = 0
         self._all_acked = Event()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 from locust.env import Environment
 from locust.event import Events
@@ -92,7 +92,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         if _needs_run_time(environment, planned):
             stop_run(environment, str(OptionError("--repeat", NEEDS_RUN_TIME)))
             return
-        repeats.start(environment, planned, settings_of(environment).warmup, locust_options(environment).run_time)
+        run_time = cast(float, locust_options(environment).run_time)  # set: _needs_run_time said so
+        repeats.start(environment, planned, settings_of(environment).warmup, run_time)
 
     @environment.events.spawning_complete.add_listener
     def spawned(**_: Any) -> None:

@@ -124,7 +124,9 @@ class RepeatTable:
         out: dict[str, Any] = {"repeats": list(self.repeats)}
         found = self.intervals()
         for key, v in found.items():
-            out[f"{key}_ci95"] = [round(v.low, 3), round(v.high, 3)] if v and v.low is not None else None
+            out[f"{key}_ci95"] = (
+                [round(v.low, 3), round(v.high, 3)] if v and v.low is not None and v.high is not None else None
+            )
         out["repeats_interval"] = {
             "method": METHOD,
             "check_min_repeats": CHECK_MIN,

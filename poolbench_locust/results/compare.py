@@ -146,11 +146,11 @@ def sections(runs: Sequence[Run]) -> list[ComparedSection]:
 def _shown(figures: tuple[Figure, ...], rows: list[dict[str, dict[str, Any]] | None]) -> tuple[Figure, ...]:
     """The figures but those that equal their `same_as` column in every run (Vectors/s of one vector per input)."""
 
-    def same(f: Figure) -> bool:
+    def same(f: Figure, same_as: str) -> bool:
         cells = [(row or {}).get(f.source) or {} for row in rows]
-        return all(value(c.get(f.column)) == value(c.get(f.same_as)) for c in cells)
+        return all(value(c.get(f.column)) == value(c.get(same_as)) for c in cells)
 
-    return tuple(f for f in figures if f.same_as is None or not same(f))
+    return tuple(f for f in figures if f.same_as is None or not same(f, f.same_as))
 
 
 def _repeat_values(doc: dict[str, Any], key: str) -> list[float]:

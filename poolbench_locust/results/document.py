@@ -176,7 +176,8 @@ def _user_classes(environment: Environment) -> list[dict[str, Any]]:
                 "fixed_count": getattr(cls, "fixed_count", None),
             }
         )
-    return json_safe(out)
+    safe: list[dict[str, Any]] = json_safe(out)
+    return safe
 
 
 def _iso(epoch: float | None) -> str | None:

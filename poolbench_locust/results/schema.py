@@ -18,7 +18,10 @@ from poolbench_locust.json_sections import JsonSection, json_sections
 
 def own() -> dict[str, Any]:
     """schema.json: the document's own keys, and the definitions the rooms' parts may refer to."""
-    return json.loads(files("poolbench_locust.results").joinpath("schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(
+        files("poolbench_locust.results").joinpath("schema.json").read_text(encoding="utf-8")
+    )
+    return schema
 
 
 def whole(sections: Iterable[JsonSection] | None = None) -> dict[str, Any]:

@@ -36,7 +36,8 @@ def read_models(body: bytes, model: str | None) -> int | None:
         if isinstance(length, int) and not isinstance(length, bool) and 1 <= length <= MAX_LENGTH:
             lengths.append((card.get("id") == model, length))
     named = [length for is_it, length in lengths if is_it]
-    return (named or [length for _, length in lengths] or [None])[0]
+    chosen = named or [length for _, length in lengths]
+    return chosen[0] if chosen else None
 
 
 def max_model_len(host: str, model: str | None, api_key: str | None) -> int | None:

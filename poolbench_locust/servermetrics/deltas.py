@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from poolbench_locust.servermetrics.flavors import AVERAGED, COUNTERS, EACH, GAUGES, HISTOGRAMS, Flavor
 from poolbench_locust.servermetrics.parse import MAX_SERIES, Hist, Reading, SeriesKey
@@ -74,7 +76,7 @@ def _delta(now: Hist, before: Hist | None) -> tuple[tuple[float, ...], float, fl
     return cumulative, max(now.sum - before.sum, 0.0), now.count - before.count
 
 
-def _forget_unseen(prev: dict[SeriesKey, object], now: dict[SeriesKey, object]) -> None:
+def _forget_unseen(prev: dict[SeriesKey, Any], now: Mapping[SeriesKey, object]) -> None:
     """A series missing from one scrape (left out for a bad value) keeps its last value, so that its
     next good value gives the delta; past MAX_SERIES kept (a server inventing labels at every scrape),
     only the current ones are."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from poolbench_locust.servermetrics.deltas import Gauge, ServerView
-from poolbench_locust.servermetrics.flavors import DCGM
+from poolbench_locust.servermetrics.flavors import DCGM as DCGM  # re-exported: gpu.DCGM is its flavor
 from poolbench_locust.servermetrics.parse import SeriesKey, printable
 
 

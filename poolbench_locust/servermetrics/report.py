@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.charts.svg import Series, line_chart
@@ -67,6 +67,11 @@ def prefix_cache_hit_pct(view: ServerView) -> Value:
     return round(100 * hits / queries, 1)
 
 
+_Cell = Callable[[ServerView], Value]
+"""A column's value of a server. The lambdas that bind their loop's values as defaults are cast to it: mypy
+cannot type such a lambda against a Callable."""
+
+
 def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
     cols: list[tuple[str, Callable[[ServerView], Value]]] = [
         ("Server", lambda v: v.shown),
@@ -84,19 +89,19 @@ def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
         ("Latency Mean", lambda v: _mean(v, "latency")),
     ]
     for p in PERCENTILES:
-        cols.append((f"Latency {round(p * 100)}%", lambda v, p=p: _percentile(v, "latency", p)))
+        cols.append((f"Latency {round(p * 100)}%", cast(_Cell, lambda v, p=p: _percentile(v, "latency", p))))
     cols += [
         ("Current Latency Mean", lambda v: _ms(v.current_mean("latency"))),
         ("HTTP Latency Mean", lambda v: _mean(v, "http_latency")),
         ("Queue Mean", lambda v: _mean(v, "queue")),
     ]
     for p in PERCENTILES:
-        cols.append((f"Queue {round(p * 100)}%", lambda v, p=p: _percentile(v, "queue", p)))
+        cols.append((f"Queue {round(p * 100)}%", cast(_Cell, lambda v, p=p: _percentile(v, "queue", p))))
     for role, title in (("running", "Running"), ("waiting", "Waiting")):
         cols += [
-            (title, lambda v, role=role: _gauge(v, role, lambda g: g.last)),
-            (f"{title} Mean", lambda v, role=role: _gauge(v, role, lambda g: g.mean())),
-            (f"{title} Max", lambda v, role=role: _gauge(v, role, lambda g: g.max)),
+            (title, cast(_Cell, lambda v, role=role: _gauge(v, role, lambda g: g.last))),
+            (f"{title} Mean", cast(_Cell, lambda v, role=role: _gauge(v, role, lambda g: g.mean()))),
+            (f"{title} Max", cast(_Cell, lambda v, role=role: _gauge(v, role, lambda g: g.max))),
         ]
     cols += [
         ("Prefix Cache Hit %", prefix_cache_hit_pct),
@@ -269,7 +274,7 @@ def gauge_chart(view: ServerView) -> str:
         return ""
     t0 = points[0][0]
     series = [
-        Series(legend, [(at - t0, values[role]) for at, values in points if values.get(role) is not None])
+        Series(legend, [(at - t0, value) for at, values in points if (value := values.get(role)) is not None])
         for role, legend in GAUGES
         if view.has(role)  # a gauge the server has not (TEI's running) gets no line and no legend
     ]
@@ -322,7 +327,7 @@ ENERGY_CONSOLE_COLUMNS = ("Server", "Seconds", "Energy J", "Energy J/1M Input To
 def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
     gpus = [r for r in servers if r["Kind"] in (gpu.DCGM.name, GPU_KIND)]
     servers = [r for r in servers if r["Kind"] != GPU_KIND]
-    columns = CONSOLE_COLUMNS
+    columns: tuple[str, ...] = CONSOLE_COLUMNS
     if any(r.get("Prefix Cache Hit %") is not None for r in servers):  # a server's cache answered: beside it
         columns = (*columns[:-1], "Prefix Cache Hit %", CLIENT_REPEAT, columns[-1])
     lines = [CAPTION, *_aligned(columns, servers)]

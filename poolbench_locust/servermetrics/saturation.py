@@ -142,8 +142,8 @@ def saturated(views: Iterable[ServerView], alone_ms: float | None = None) -> Sat
     found = [s for view in views if (s := saturation(view)) is not None]
     if found:
         return max(found, key=lambda s: s.waiting_to - s.waiting_from)
-    slowed = [s for view in views if (s := slowdown(view, alone_ms)) is not None]
-    return max(slowed, key=lambda s: s.to_ms / s.from_ms, default=None)
+    slowed = [d for view in views if (d := slowdown(view, alone_ms)) is not None]
+    return max(slowed, key=lambda d: d.to_ms / d.from_ms, default=None)
 
 
 def cause(views: Iterable[ServerView], alone_ms: float | None = None) -> str | None:

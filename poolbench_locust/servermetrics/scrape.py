@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
@@ -86,7 +87,7 @@ class Scraper:
         self.users = users
         self.peak_users = 0
         self._warned: set[str] = set()
-        self._greenlet: gevent.Greenlet | None = None
+        self._greenlet: gevent.Greenlet[..., Any] | None = None
         self.finished = False
 
     def start(self) -> None:

@@ -28,7 +28,7 @@ class SweepShape(LoadTestShape):
     abstract = True  # not picked up from a locustfile: made by poolbench_locust when --sweep-* is given
 
     def __init__(self, environment: Environment, settings: Settings) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # LoadTestShape's is unannotated
         self.environment = environment
         self.settings = settings
         self.by_rate = bool(settings.sweep_rates)

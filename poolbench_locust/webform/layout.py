@@ -63,7 +63,7 @@ def form_spec(actions: dict[str, Any]) -> dict[str, Any]:
     """What the page's script needs, from the parser's web-UI actions (dest -> action)."""
     where = {flag: (g, i, label) for g, (_, fields) in enumerate(GROUPS) for i, (flag, label) in enumerate(fields)}
     titles = [title for title, _ in GROUPS]
-    fields = {}
+    fields: dict[str, dict[str, Any]] = {}
     for dest, action in sorted(actions.items()):
         flag = next((s for s in action.option_strings if s.startswith("--")), f"--{dest}")
         group, order, label = where.get(flag, (len(GROUPS), len(fields), flag))
@@ -152,7 +152,7 @@ def restore_names(form: ImmutableMultiDict[str, str], dests: list[str]) -> Immut
 
 def _install(environment: Environment) -> None:
     web_ui = environment.web_ui
-    assert web_ui is not None
+    assert web_ui is not None and web_ui.app is not None
     base = locust_options(environment).web_base_path
     actions = extra_actions()
     page_script = script(form_spec(actions))
@@ -163,7 +163,7 @@ def _install(environment: Environment) -> None:
         if request.method == "POST" and request.path == f"{base}/swarm":
             restored = restore_names(request.form, dests)
             if restored is not None:
-                request.form = restored  # type: ignore[misc]  (werkzeug's cached_property takes a value)
+                request.form = restored
 
     @web_ui.app.after_request
     def add_script(response: Response) -> Response:

@@ -70,4 +70,4 @@ def install(environment: Environment, web_ui: Any) -> None:
             return
         if any(request.form.get(dest) == PLACEHOLDER for dest in SECRET_DESTS):
             fields = [(key, form_value(environment, key, value)) for key, value in request.form.items(multi=True)]
-            request.form = ImmutableMultiDict(fields)  # type: ignore[misc]  (werkzeug's cached_property takes a value)
+            request.form = ImmutableMultiDict(fields)

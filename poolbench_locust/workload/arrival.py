@@ -88,7 +88,7 @@ class OpenLoop:
     """The run's users on every process together, as the master said (USERS_MESSAGE); None: this process's -u."""
 
     def __init__(self) -> None:
-        self._dispatcher: gevent.Greenlet | None = None
+        self._dispatcher: gevent.Greenlet[..., Any] | None = None
         self.tally = Tally()
         self.reset()
 
@@ -223,7 +223,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 def _on_test_start(environment: Any, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner) and (users := locust_options(environment).num_users) > 0:
-        runner.send_message(USERS_MESSAGE, users)
+        runner.send_message(USERS_MESSAGE, users)  # type: ignore[arg-type]  # Locust types a dict; any msgpack value goes
     # each worker its own stream: the same seed on every worker would send their bursts together
     worker = getattr(environment.runner, "worker_index", 0) or 0
     open_loop_of(environment).reset(seed=settings_of(environment).seed * 1000 + worker)

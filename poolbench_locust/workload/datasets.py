@@ -184,7 +184,8 @@ def _csv_rows(reader: csv.DictReader[str], path: Path, needed: list[str], limit:
     if missing:
         raise _fail(f"{path}:1", f"header has no column {missing[0]!r}")
     records: list[Inputs] = []
-    query, documents = "", []
+    query = ""
+    documents: list[str] = []
     for line, row in enumerate(reader, start=2):
         fields = {f: text_field(row, f, f"{path}:{line}") for f in needed}
         if "text" in fields:

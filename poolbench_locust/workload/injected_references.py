@@ -31,7 +31,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from poolbench_locust.endpoints.spec import Endpoint, Inputs, Shape
 from poolbench_locust.options import Settings
@@ -146,7 +146,12 @@ def chosen_texts(marked: list[tuple[int, Inputs]], lengths: dict[str, int], most
     return texts
 
 
-def _closest(values: Sequence[Any], distance: Callable[[Any], Any], turn: int) -> int:
+_Distance = Callable[[Any], Any]
+"""A value's distance, as `_closest` asks it. The lambdas below bind their loop's values as defaults, which
+mypy cannot type against a Callable: they are cast to it."""
+
+
+def _closest(values: Sequence[Any], distance: _Distance, turn: int) -> int:
     """The index of the value nearest by `distance`; ties taken in turn (`turn`), so every reference of a
     length is used."""
     best = min(distance(v) for v in values)
@@ -170,7 +175,7 @@ def carried_texts(
         # the input whose length a reference matches best, then the reference: ties in turn
         position = _closest(own, lambda n: min(abs(n - lengths[t]) for t in texts), 0)
         replaced = own[position]
-        ref_id = _closest(texts, lambda t, n=replaced: abs(lengths[t] - n), turn)
+        ref_id = _closest(texts, cast(_Distance, lambda t, n=replaced: abs(lengths[t] - n)), turn)
         swapped = (*inputs.texts[:position], texts[ref_id], *inputs.texts[position + 1 :])
         carried.append((index, replace(inputs, texts=swapped), position, ref_id))
     return carried
@@ -192,5 +197,6 @@ def carried_pairs(sizes: list[tuple[int, int, int]], chosen: list[int]) -> list[
         if order in ids:
             carried.append(ids[order])
         else:
-            carried.append(_closest(references, lambda r, d=documents, t=tokens: (abs(r[0] - d), abs(r[1] - t)), order))
+            distance = cast(_Distance, lambda r, d=documents, t=tokens: (abs(r[0] - d), abs(r[1] - t)))
+            carried.append(_closest(references, distance, order))
     return carried

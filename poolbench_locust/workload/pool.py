@@ -268,7 +268,7 @@ class FreshImages(list[PreparedRequest]):
                 return t
         sent = self.numbers.sent
         parts = fresh.parts
-        body = [parts[0]]
+        body: list[bytes | memoryview] = [parts[0]]
         for part in parts[1:]:
             body.append(sent())
             body.append(part)

@@ -38,7 +38,7 @@ class Warmup:
         self.counting = True
         self.counted_from: float | None = None
         """time.time() of this process's reset at the end of warm-up, None when there was none."""
-        self._timer: gevent.Greenlet | None = None
+        self._timer: gevent.Greenlet[..., Any] | None = None
 
     def start(self, environment: Environment, seconds: float) -> None:
         self.stop()
