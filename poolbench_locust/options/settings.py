@@ -247,8 +247,8 @@ def _token_level_refused(s: Settings) -> Iterator[OptionError]:
         yield OptionError("--truncate", "vLLM's late chunking refuses truncation: leave --truncate out")
     if s.late_chunk_size is not None and s.encoding_format == "bytes_only" and not exact:
         # Its body is sum(chunks) x hidden x width: a chunk's row does not say how many tokens it holds, so
-        # only an exact count of each request's tokens can check it (without one the size gives the tokens:
-        # engine/row_probe.py).
+        # only an exact count of each request's tokens can check it. (Without late chunking, a token-level
+        # body's size gives its tokens once a row is known: engine/row_probe.py.)
         yield OptionError(
             "--tokenizer",
             "a late-chunked bytes_only body holds one row per chunk, which does not give its tokens: give "
