@@ -74,8 +74,8 @@ def test_the_task_and_late_chunking_reach_the_body() -> None:
         ),
         (
             users.PoolingUser,
-            ["--pooling-task", "token_classify", "--encoding-format", "bytes_only"],
-            "--tokenizer: a token_classify bytes_only body is checked against each request's exact token count",
+            ["--pooling-task", "token_embed", "--late-chunk-size", "8", "--encoding-format", "bytes_only"],
+            "--tokenizer: a late-chunked bytes_only body holds one row per chunk, which does not give its tokens",
         ),
     ],
     ids=lambda v: getattr(v, "__name__", None) or (v[1] if isinstance(v, list) else None),
@@ -128,6 +128,32 @@ def test_bytes_only_token_rows_are_checked_against_each_requests_own_tokens(mock
     assert len({e["response_length"] for e in events}) > 1
 
 
+@pytest.mark.parametrize(("task", "width"), [("token_embed", 16), ("token_classify", 2)])
+def test_bytes_only_token_totals_without_a_tokenizer_are_the_mocks_own_count(mock_server_factory, task, width):
+    """No token source: one float answer at start tells a row's width, then each body's size gives its tokens,
+    labelled body-size, which add up to the mock's own count of the prompts it served."""
+    mock = mock_server_factory("--dim", "16")
+    run = Run(
+        users.PoolingUser,
+        mock.url,
+        "--pooling-task",
+        task,
+        "--encoding-format",
+        "bytes_only",
+        *VARIED,
+        "--check-vectors",
+    )
+    before = mock.stats()  # the plan's float probe was served already
+    events = [run.one() for _ in range(6)]
+    assert [failure_text(e) for e in events] == [""] * 6
+    assert {e["context"]["token_source"] for e in events} == {"body-size"}
+    tokens = [e["context"]["input_tokens"] for e in events]
+    assert sum(tokens) == mock.stats()["prompt_tokens"] - before["prompt_tokens"]
+    assert [e["context"]["vectors"] for e in events] == tokens, "the mock drops no row: one row per token"
+    assert [e["response_length"] for e in events] == [t * width * 4 for t in tokens]
+    assert len(set(tokens)) > 1, "varied lengths: each count from its own body"
+
+
 # Hostile servers answering like a token-level vLLM, each wrong in one way.
 
 DIM = 8
@@ -139,35 +165,48 @@ def _token_server(
     short_from: int | None = None,
     bad_shape: bool = False,
     tei: bool = False,
+    ragged: int = 0,
+    usage: bool = True,
+    served: list[int] | None = None,
+    probes: list[dict[str, Any]] | None = None,
 ) -> Callable[[bytes, bytes, int], bytes]:
     """Answers /tokenize (one token per word) and a token-level /pooling (or TEI's /embed_all): `dropped`
     rows fewer than tokens per input (as BGE-M3's pooler drops BOS), and from its answer number `short_from`
-    on (0: the first) one more row fewer in the last input; `bad_shape`: a `bytes` metadata shape one row too many."""
+    on (0: the first) one more row fewer in the last input; `bad_shape`: a `bytes` metadata shape one row too many;
+    `ragged`: that many bytes more at the end of every binary body (no whole number of rows); `usage`: whether its
+    float answers hold one. A request in float where the server speaks another encoding (the client's row probe
+    at start) is answered in float, recorded in `probes` and not numbered; each numbered answer's token total is
+    appended to `served`."""
     row = [0.25] * DIM
     raw_row = b"\x00\x00\x80\x3e" * DIM  # float32 0.25, little-endian as the client's native order here
 
-    answered = itertools.count()  # the token-level answers, /tokenize's not counted
+    answered = itertools.count()  # the token-level answers, /tokenize's and the probe's not counted
 
     def answer(head: bytes, body: bytes, _n: int) -> bytes:
         request = orjson.loads(body)
         if head.startswith(b"POST /tokenize"):
             return response(body=orjson.dumps({"count": count_words(request["prompt"]), "max_model_len": 512}))
-        n = next(answered)
+        asked = encoding if tei else request.get("encoding_format", "float")
+        if asked != encoding and probes is not None:
+            probes.append(request)
+        n = next(answered) if asked == encoding else -1
         texts = request["inputs"] if tei else request["input"]
         counts = [count_words(t) for t in texts]
         rows = [c - dropped for c in counts]
         if short_from is not None and n >= short_from:
             rows[-1] -= 1
-        usage = {"prompt_tokens": sum(counts), "total_tokens": sum(counts)}
+        if served is not None and n >= 0:
+            served.append(sum(counts))
+        counted = {"usage": {"prompt_tokens": sum(counts), "total_tokens": sum(counts)}} if usage else {}
         if tei:
             doc = [[row] * r for r in rows]
             return response(
                 body=orjson.dumps(doc), headers=[("x-compute-time", "1"), ("x-compute-tokens", str(sum(counts)))]
             )
-        if encoding == "float":
+        if asked == "float":
             data = [{"index": i, "object": "pooling", "data": [row] * r} for i, r in enumerate(rows)]
-            return response(body=orjson.dumps({"id": "p", "object": "list", "data": data, "usage": usage}))
-        raw = b"".join(raw_row * r for r in rows)
+            return response(body=orjson.dumps({"id": "p", "object": "list", "data": data, **counted}))
+        raw = b"".join(raw_row * r for r in rows) + b"\x00" * ragged
         items, start = [], 0
         for i, r in enumerate(rows):
             end = start + r * len(raw_row)
@@ -175,9 +214,7 @@ def _token_server(
             items.append({"index": i, "embed_dtype": "float32", "endianness": "little", "start": start, "end": end})
             items[-1]["shape"] = shape
             start = end
-        headers = (
-            [] if encoding == "bytes_only" else [("metadata", orjson.dumps({"data": items, "usage": usage}).decode())]
-        )
+        headers = [] if encoding == "bytes_only" else [("metadata", orjson.dumps({"data": items, **counted}).decode())]
         return response(body=raw, headers=headers, content_type="application/octet-stream")
 
     return answer
@@ -245,6 +282,57 @@ def test_a_bytes_only_body_one_row_short_after_good_ones_says_the_size_expected(
         assert got == (tokens - 1) * DIM * 4
         assert text.endswith(f"expected {tokens} token rows x {DIM} x 4 = {tokens * DIM * 4} bytes"), text
         assert event["response_length"] == got, "a whole body that failed its check counts every byte"
+
+
+def test_bytes_only_tokens_from_the_body_size_add_back_the_rows_a_pooler_drops(hostile):
+    """A BGE-M3-like model drops each input's BOS row: the float probe's rows against its usage teach it, and
+    each body's rows plus one per input are the server's own count. The probe asks the same inputs in float."""
+    served: list[int] = []
+    probes: list[dict[str, Any]] = []
+    url = hostile("bytes_only", dropped=1, served=served, probes=probes)
+    args = ("--encoding-format", "bytes_only", "--embed-dtype", "float32", "--endianness", "little")
+    events = _events(url, 4, *args)
+    assert [failure_text(e) for e in events] == [""] * 4
+    assert [e["context"]["input_tokens"] for e in events] == served
+    assert [e["context"]["vectors"] for e in events] == [t - 3 for t in served]
+    assert {e["context"]["token_source"] for e in events} == {"body-size"}
+    assert len(probes) == 1 and probes[0]["encoding_format"] == "float"
+    assert "embed_dtype" not in probes[0] and "endianness" not in probes[0]
+    assert probes[0]["task"] == "token_embed" and len(probes[0]["input"]) == 3
+
+
+def test_a_bytes_only_body_that_is_no_whole_number_of_rows_is_one_failure_each(hostile):
+    """Without a token source, a body two bytes too long cannot be a count of rows of the width learnt at start."""
+    events = _events(hostile("bytes_only", ragged=2), 3, "--encoding-format", "bytes_only")
+    for event in events:
+        text = failure_text(event)
+        size = int(text.removeprefix("bytes_only body of ").split(" ")[0])
+        assert text == (
+            f"bytes_only body of {size} bytes is not a whole number of token rows of {DIM} values x 4 = {DIM * 4} "
+            "bytes (the width learnt at start from a float answer)"
+        )
+        assert size % (DIM * 4) == 2 and event["response_length"] == size
+
+
+def test_bytes_only_without_a_token_source_stops_at_start_only_when_no_row_can_be_learnt(hostile):
+    args = ("--pooling-task", "token_embed", "--encoding-format", "bytes_only")
+    assert start_error(users.PoolingUser, *args, host=hostile("bytes_only")) is None
+    start = (
+        "--tokenizer: PoolingUser (/pooling): the token rows of a token_embed bytes_only answer run together, and "
+        "their width could not be learnt from one float answer at start: "
+    )
+    end = "; give --tokenizer or --count-tokens-with-server, or use --encoding-format bytes"
+    cases = {
+        "http://127.0.0.1:9": "POST http://127.0.0.1:9/pooling failed: ",
+        hostile("bytes_only", usage=False): "it held no token count to tell the rows a pooler drops",
+        hostile("bytes_only", dropped=3): "token rows for ",
+    }
+    for host, why in cases.items():
+        error = start_error(users.PoolingUser, *args, host=host)
+        assert error is not None and error.startswith(start) and error.endswith(end), error
+        assert why in error and "\n" not in error, error
+    exact = start_error(users.PoolingUser, *args, "--count-tokens-with-server", host=hostile("bytes_only", usage=False))
+    assert exact is None, "an exact count of each input needs no probe"
 
 
 def test_a_bytes_metadata_shape_that_disagrees_with_its_offsets_is_one_failure_each(hostile):

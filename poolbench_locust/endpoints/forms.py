@@ -99,6 +99,9 @@ class StreamedForm:
     looked_for = SERVER_HEADERS.looked_for("")
     not_compared: str | None = None
 
+    def row_probe(self, body: bytes) -> bytes | None:
+        return None  # its answers say their rows, or hold none
+
 
 class JsonForm:
     """A JSON answer, parsed whole and read by its route's reader."""
@@ -117,6 +120,9 @@ class JsonForm:
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         return 0, None  # keeps its body: never asked
+
+    def row_probe(self, body: bytes) -> bytes | None:
+        return None  # a float answer says each input's rows itself
 
     def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
         """The route's reading of the document. A lazy document's vectors are read by the engine's checks

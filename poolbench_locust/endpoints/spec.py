@@ -94,7 +94,8 @@ class ParsedAnswer:
     tokens_where: str = "the server's usage"
     """Where `prompt_tokens` was read, in a failure's words."""
     token_source: str = "server"
-    """The request context's token_source of `prompt_tokens`: server, or metadata (vLLM's `bytes` header)."""
+    """The request context's token_source of `prompt_tokens`: server, metadata (vLLM's `bytes` header), or
+    body-size (a token-level raw body's size, engine/token_rows.py)."""
     client_counted: bool = False
     """The form holds no count by its nature (`bytes_only`): the client's own count stands, and is no
     missing count (no warning, no --require-server-tokens failure)."""
@@ -216,6 +217,12 @@ class AnswerForm(Protocol):
     def read(self, headers: Any, note: Any, body: bytes, size: int, expected: int) -> ParsedAnswer:
         """The answer: `body` is the whole body or its kept head, `size` its whole size after inflating,
         `expected` the items asked for. Raises AnswerError with what was wrong."""
+        ...
+
+    def row_probe(self, body: bytes) -> bytes | None:
+        """A token-level answer known only by its size (its inputs' rows run together, nothing says their
+        width): the request `body` asked again in float JSON, whose answer gives each input's rows and the
+        server's count, asked once at start (engine/row_probe.py). None: this form's answers need none."""
         ...
 
 

@@ -4,7 +4,9 @@ header, and `bytes_only`, raw values alone. Both bodies are streamed and dropped
 `bytes`: the header holds one item per input (its offsets, dtype, endianness and shape) and the usage; the
 offsets must describe the body exactly. `bytes_only`: only the body's size can be checked, against the
 items asked for and a dimension learned from the first good answer (or --dimensions); its tokens are the
-client's own count, as nothing else holds one.
+client's own count, as nothing else holds one. A token-level `bytes_only` body is Σ rows x width x dtype
+bytes: its rows are checked against each input's exact count where the client has one, else its size gives
+its tokens once one float answer asked at start (`RawForm.row_probe`) told the rows' width.
 """
 
 from __future__ import annotations
@@ -202,6 +204,10 @@ def rows_of_metadata(items: Sequence[Any], dtype_bytes: int) -> tuple[list[int],
     return rows, width or 0
 
 
+_RAW_FIELDS = frozenset({"encoding_format", "embed_dtype", "endianness"})
+"""The request fields that ask for a binary answer's values (WIRE.md, "encoding_format")."""
+
+
 class RawForm(StreamedForm):
     """`bytes_only`: raw values alone, items x dimension x dtype bytes (or, token-level, Σ rows x width x
     dtype bytes, which the engine's token-row checks judge). The dimension is learned from the first good
@@ -232,6 +238,14 @@ class RawForm(StreamedForm):
             raise AnswerError(f"the bytes_only body holds no vector {position}")
         vector = body[position * dims * width : (position + 1) * dims * width]
         return Values("vectors", Raw(vector, self._dtype, self._endianness))
+
+    def row_probe(self, body: bytes) -> bytes | None:
+        """A token-level request asked in float JSON (no embed_dtype, no endianness): its answer gives each
+        input's rows and vLLM's usage, which a token-level raw body does not (engine/row_probe.py)."""
+        if not self._token_level:
+            return None
+        doc = orjson.loads(body)  # the plan's own request body: a JSON object
+        return orjson.dumps({**{k: v for k, v in doc.items() if k not in _RAW_FIELDS}, "encoding_format": "float"})
 
     def head(self, headers: Any, hidden: int | None) -> tuple[int, Any]:
         if not self._check_vectors:

@@ -3,7 +3,8 @@
 The same for every server: the items asked for, each vector's type and dimension (JSON), its numbers,
 the first vector's values (--check-vectors, JSON or raw), a token-level answer's rows against its count
 (engine/token_rows.py), --embedding-type's packed answers (engine/packed.py). `judge` raises `BadResponse`
-with a message that says what was expected and what came.
+with a message that says what was expected and what came. A token-level raw body with no exact count of
+each input gets its token count from its size here (token_source `body-size`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def _rows(rows: TokenRows, answer: ParsedAnswer, req: PreparedRequest, settings:
         return rows.judge_rows(counts, row_width, tokens, where, req.input_tokens)
     if answer.rows_bytes is not None:  # only the body's size: Σ tokens x hidden x width
         named, size = answer.rows_bytes
+        # No exact count of each input: the size gives the tokens, once the rows' width is known (row_probe.py)
+        if not req.input_tokens and (sized := rows.tokens_of_size(named, size, req.expected_items, width)):
+            total, answer.prompt_tokens = sized
+            answer.tokens_where, answer.token_source = token_rows.BODY_SIZE_WHERE, token_rows.BODY_SIZE
+            return total
         return rows.judge_size(named, (size,), req.expected_items, width, None, "", req.input_tokens)
     if settings.encoding_format == "base64":
         sizes = token_rows.base64_sizes(answer.vectors)

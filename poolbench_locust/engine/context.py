@@ -25,7 +25,8 @@ class RequestContext(TypedDict, total=False):
     """Open loop: how late the request left after its scheduled time (counted in its E2E)."""
     input_tokens: int
     token_source: str
-    """Where input_tokens came from: server, metadata, client-estimate, client-tokenizer, client-tokenize."""
+    """Where input_tokens came from: server, metadata, body-size (a token-level raw body's size, its row learnt
+    at start), client-estimate, client-tokenizer, client-tokenize."""
     client_tokens: int
     """The client's count beside a server's one, for the token gap."""
     client_token_source: str

@@ -14,7 +14,8 @@ from poolbench_locust.endpoints.spec import AnswerForm, Endpoint
 from poolbench_locust.engine import packed
 from poolbench_locust.engine.comparison_budget import ALWAYS, Always, ComparisonBudget, budget_for
 from poolbench_locust.engine.limits import Limits
-from poolbench_locust.engine.server_ask import server_ask
+from poolbench_locust.engine.row_probe import learn_rows
+from poolbench_locust.engine.server_ask import server_ask, server_post
 from poolbench_locust.engine.target import request_path
 from poolbench_locust.engine.token_rows import TokenRows
 from poolbench_locust.locust_options import LocustOptions
@@ -229,6 +230,10 @@ def plan_for(user_class: type[Planned], options: Any, host: str | None = None, e
         requests = request_pool(
             endpoint, settings, dataset, counter, per_input, references, reference_inputs, lengths, worker
         )
+        if rows is not None and not per_input:  # what a row is, for a form whose answers give their size alone
+            post = server_post(target, access) if target else None
+            named = f"{user_class.__name__} ({endpoint.route})"
+            learn_rows(rows, endpoint, form, settings, requests, route, post, named, limits.max_body_bytes)
         plan = Plan(
             settings=settings,
             route=route,

@@ -9,7 +9,9 @@ input lacks (0 to MAX_DROPPED) and the row's width (the hidden size, or the labe
 answers: `TokenRows` keeps every (dropped, width) pair that all the answers so far allow, and an answer
 that allows none of them is one failed request that says what was expected. A raw body of
 Σ rows x width x dtype bytes has both unknown, and a size that changes with every request's tokens: its
-first answer may allow two pairs, the next ones tell them apart.
+first answer may allow two pairs, the next ones tell them apart. Where nothing counts each input's tokens
+exactly, one float answer asked at start (engine/row_probe.py) teaches the pair, and every raw body's
+size then gives its tokens: size / (width x dtype bytes) rows, plus the rows dropped per input.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from poolbench_locust.endpoints.spec import MAX_TOKENS
 from poolbench_locust.engine.body import BadResponse
 from poolbench_locust.lazyjson import ARRAY
 
@@ -28,6 +31,9 @@ TOKEN_MATRIX = (
 speed-up (WIRE.md), or a token-level model asked without --pooling-task."""
 MAX_DROPPED = 2
 """Rows a pooler may leave out of each input's answer: its BOS and EOS tokens'."""
+BODY_SIZE = "body-size"
+"""The token_source of a count worked out from a raw body's size (`TokenRows.tokens_of_size`)."""
+BODY_SIZE_WHERE = "the body's size"
 
 
 def _shown_width(width: int) -> str:
@@ -169,6 +175,27 @@ class TokenRows:
         self._settle(allowed, self._size_message(what, total, dtype_bytes, tokens, where, inputs, per_input))
         assert self.shapes is not None
         return rows_of[min(k for k, _ in self.shapes if k in rows_of)]
+
+    def tokens_of_size(self, what: str, size: int, inputs: int, dtype_bytes: int) -> tuple[int, int] | None:
+        """A raw body's (Σ rows, Σ tokens) from its size alone, once the answers told the rows' one width and
+        the rows a pooler drops (the float answer asked at start: engine/row_probe.py). None before they did,
+        or with late chunking, whose rows do not say their tokens. A size that is not a whole number of
+        rows, fewer rows than inputs, or a count past MAX_TOKENS is a BadResponse that says so."""
+        if self.chunk is not None or self.shapes is None or len(self.shapes) != 1:
+            return None
+        ((dropped, width),) = self.shapes
+        row = width * dtype_bytes
+        rows, rest = divmod(size, row)
+        if rest:
+            raise BadResponse(
+                f"{what} of {size} bytes is not a whole number of token rows of {_shown_width(width)} x "
+                f"{dtype_bytes} = {row} bytes (the width learnt at start from a float answer)"
+            )
+        if rows < inputs:
+            raise BadResponse(f"{what} of {size} bytes holds {rows} token rows for {inputs} inputs, at least one each")
+        if (tokens := rows + inputs * dropped) > MAX_TOKENS:
+            raise BadResponse(f"{what} of {size} bytes is implausible: more than {MAX_TOKENS} tokens in one request")
+        return rows, tokens
 
     def _size_message(
         self,

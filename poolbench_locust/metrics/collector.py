@@ -24,7 +24,7 @@ from poolbench_locust.metrics.histogram import Histogram, Moments, keyed
 from poolbench_locust.store import Slot
 
 AGGREGATED = "Aggregated"
-SOURCES = ("server", "metadata", "client-tokenize", "client-tokenizer", "client-estimate")
+SOURCES = ("server", "metadata", "body-size", "client-tokenize", "client-tokenizer", "client-estimate")
 PER_SECOND = ("input_tokens", "sequences", "bytes", "sent_bytes", "vectors")
 """The columns of an entry's per_second lists, by index (`Entry.current(index)`)."""
 _ZEROS = (0,) * len(PER_SECOND)

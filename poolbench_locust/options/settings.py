@@ -236,6 +236,7 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
 def _token_level_refused(s: Settings) -> Iterator[OptionError]:
     """The rules of token-level answers (--pooling-task token_embed, token_classify) and late chunking."""
     token_level = s.pooling_task in TOKEN_POOLING_TASKS
+    exact = s.tokenizer or s.count_tokens_with_server
     if token_level and s.dimensions is not None:
         yield OptionError("--dimensions", f"a {s.pooling_task} answer's rows are the model's own size: leave it out")
     if s.late_chunk_size is not None and s.pooling_task != "token_embed":
@@ -244,11 +245,13 @@ def _token_level_refused(s: Settings) -> Iterator[OptionError]:
         )
     if s.late_chunk_size is not None and s.truncate in ("end", "start"):
         yield OptionError("--truncate", "vLLM's late chunking refuses truncation: leave --truncate out")
-    if token_level and s.encoding_format == "bytes_only" and not (s.tokenizer or s.count_tokens_with_server):
-        # Its body is sum(tokens) x hidden x width: only an exact count of each request's tokens can check it.
+    if s.late_chunk_size is not None and s.encoding_format == "bytes_only" and not exact:
+        # Its body is sum(chunks) x hidden x width: a chunk's row does not say how many tokens it holds, so
+        # only an exact count of each request's tokens can check it. (Without late chunking, a token-level
+        # body's size gives its tokens once a row is known: engine/row_probe.py.)
         yield OptionError(
             "--tokenizer",
-            f"a {s.pooling_task} bytes_only body is checked against each request's exact token count: give "
+            "a late-chunked bytes_only body holds one row per chunk, which does not give its tokens: give "
             "--tokenizer or --count-tokens-with-server, or use bytes",
         )
 

@@ -19,10 +19,11 @@ def options(*args: str) -> Any:
     return get_parser().parse_args(list(args))
 
 
-def start_error(user_class: type, *args: str) -> str | None:
-    """The one line that stops a run of `user_class` with these options at start, or None."""
+def start_error(user_class: type, *args: str, host: str = "http://127.0.0.1:9") -> str | None:
+    """The one line that stops a run of `user_class` with these options at start against `host` (by default a
+    port nothing listens on), or None."""
     subclass = type(user_class.__name__, (user_class,), {})  # its own plan cache entry
-    env = Environment(user_classes=[subclass], host="http://127.0.0.1:9", parsed_options=options(*args))
+    env = Environment(user_classes=[subclass], host=host, parsed_options=options(*args))
     return configuration_error(env)
 
 
