@@ -628,8 +628,13 @@ def chunk_sizes(framed: bytes) -> list[int]:
 
 @pytest.mark.parametrize(
     ("flags", "sizes"),
-    [((), [1 << 18]), (("--writes", "one"), [1 << 18]), (("--writes", "split"), [1 << 18])]
-    + [(("--writes", "chunk", "--chunks", "8"), [1 << 15] * 8), (("--chunks", "3"), [87381, 87381, 87382])],
+    [
+        ((), [1 << 18]),
+        (("--writes", "one"), [1 << 18]),
+        (("--writes", "split"), [1 << 18]),
+        (("--writes", "chunk", "--chunks", "8"), [1 << 15] * 8),
+        (("--chunks", "3"), [87381, 87381, 87382]),
+    ],
     ids=["sized", "one", "split", "chunk-8", "sized-3"],
 )
 def test_writes_and_chunks_frame_the_same_body(mock_server_factory, flags, sizes):
