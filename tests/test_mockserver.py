@@ -560,6 +560,9 @@ def test_configured_fault_rate_is_seeded_and_counted(mock_server_factory):
         (["--flavor", "x"], "--flavor"),
         (["--ttfb-ms", "-1"], "--ttfb-ms"),
         (["--port", "70000"], "--port"),
+        (["--writes", "many"], "--writes"),
+        (["--chunks", "0"], "--chunks"),
+        (["--chunks", "65537"], "--chunks"),
     ],
 )
 def test_cli_rejects_bad_flags_by_name(flags, name, capsys):
@@ -606,6 +609,90 @@ def test_large_bytes_answer_is_fast(server):
     resp = post(server, "/v1/embeddings", body)
     assert len(resp.content) == 64 * 65536 * 4
     assert time.monotonic() - started < 2.0
+
+
+# --- how an answer is cut into writes (--writes, --chunks) ------------------------------------------------
+
+LARGE_BYTES = {"input": ["a"] * 64, "encoding_format": "bytes", "dimensions": 1024}  # 256 KiB
+"""A binary answer as bench/client_cost.py's bytes cases ask for it."""
+
+
+def chunk_sizes(framed: bytes) -> list[int]:
+    """The data sizes of a chunked stream's chunks, up to its terminating chunk (excluded)."""
+    sizes, pos = [], 0
+    while (eol := framed.find(b"\r\n", pos)) >= 0 and (size := int(framed[pos:eol], 16)):
+        sizes.append(size)
+        pos = eol + 2 + size + 2
+    return sizes
+
+
+@pytest.mark.parametrize(
+    ("flags", "sizes"),
+    [
+        ((), [1 << 18]),
+        (("--writes", "one"), [1 << 18]),
+        (("--writes", "split"), [1 << 18]),
+        (("--writes", "chunk", "--chunks", "8"), [1 << 15] * 8),
+        (("--chunks", "3"), [87381, 87381, 87382]),
+    ],
+    ids=["sized", "one", "split", "chunk-8", "sized-3"],
+)
+def test_writes_and_chunks_frame_the_same_body(mock_server_factory, flags, sizes):
+    """Every way of writing a binary answer carries the same bytes and metadata; --chunks N frames it in N chunks."""
+    reference = raw_request(mock_server_factory(), "/v1/embeddings", LARGE_BYTES)
+    raw = raw_request(mock_server_factory(*flags), "/v1/embeddings", LARGE_BYTES)
+    assert raw.status == 200 and raw.end == "eof" and raw.headers["transfer-encoding"] == "chunked"
+    assert chunk_sizes(raw.body) == sizes
+    assert dechunk(raw.body) == (dechunk(reference.body)[0], True)
+    assert json.loads(raw.headers["metadata"])["data"] == json.loads(reference.headers["metadata"])["data"]
+
+
+class Recorder:
+    """A socket that keeps each write send_reply makes: the writes a client's reads follow."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def sendall(self, data: bytes | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("writes", "chunks", "shape"),
+    [
+        ("sized", 1, ["head", b"40000\r\n", 1 << 18, b"\r\n", b"0\r\n\r\n"]),
+        ("one", 1, ["whole"]),
+        ("split", 1, ["head", b"40000\r\n", 1 << 18, b"\r\n", b"0\r\n\r\n"]),
+        ("chunk", 8, ["head", *[b"8000\r\n" + b"." * (1 << 15) + b"\r\n"] * 8, b"0\r\n\r\n"]),
+        ("split", 2, ["head", b"20000\r\n", 1 << 17, b"\r\n", b"20000\r\n", 1 << 17, b"\r\n", b"0\r\n\r\n"]),
+    ],
+)
+def test_writes_cut_a_chunked_answer_as_servers_do(writes, chunks, shape):
+    from poolbench_locust.mockserver.http11 import send_reply
+    from poolbench_locust.mockserver.reply import Reply
+
+    body = b"." * (1 << 18)
+    sock = Recorder()
+    assert send_reply(sock, Reply(200, body, "application/octet-stream", {"metadata": "{}"}, chunked=True),
+                      writes=writes, chunks=chunks)  # fmt: skip
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\nmetadata: {}\r\n"
+    head += b"transfer-encoding: chunked\r\n\r\n"
+    whole = head + b"40000\r\n" + body + b"\r\n0\r\n\r\n"
+    named = {"head": head, "whole": whole}
+    # a number: that many bytes of the body
+    want = [named[part] if isinstance(part, str) else b"." * part if isinstance(part, int) else part for part in shape]
+    assert sock.writes == want
+
+
+def test_one_write_joins_each_trickled_piece():
+    from poolbench_locust.mockserver.http11 import send_reply
+    from poolbench_locust.mockserver.reply import Reply
+
+    sock = Recorder()
+    assert send_reply(sock, Reply(200, b"x" * 300_000), writes="one", body_ms=1)
+    assert len(sock.writes) == 5 and sock.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert sock.writes[0].endswith(b"\r\n\r\n" + b"x" * 60_000), "the head and the first piece in one write"
+    assert sock.writes[1:] == [b"x" * 60_000] * 4, "each trickled piece in one write"
 
 
 # --- faults ----------------------------------------------------------------------------------------

@@ -9,7 +9,15 @@ from collections.abc import Callable
 import gevent
 from gevent.event import Event
 
-from poolbench_locust.mockserver.config import FLAVORS, INFINITY_DTYPES, INFINITY_USAGE, MAX_MODEL_LEN, MockConfig
+from poolbench_locust.mockserver.config import (
+    FLAVORS,
+    INFINITY_DTYPES,
+    INFINITY_USAGE,
+    MAX_CHUNKS,
+    MAX_MODEL_LEN,
+    WRITES,
+    MockConfig,
+)
 from poolbench_locust.mockserver.faults import FAULTS
 from poolbench_locust.mockserver.server import MockServer
 from poolbench_locust.wire import POOLING_TASKS
@@ -98,6 +106,21 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gzip", action="store_true", help="gzip JSON answers when the client accepts gzip")
     p.add_argument(
+        "--writes",
+        choices=WRITES,
+        default="sized",
+        help="how an answer is cut into writes: sized (parts up to 64 KiB joined, larger ones on their own), one "
+        "(the whole answer in one write), chunk (as a streaming response: the headers, each chunk, the terminating "
+        "chunk, each one write), split (every part its own write: each chunk's size line, data and CRLF too)",
+    )
+    p.add_argument(
+        "--chunks",
+        type=_int_from(1),
+        default=1,
+        metavar="N",
+        help=f"frame a chunked body (a binary answer) in N chunks (at most {MAX_CHUNKS})",
+    )
+    p.add_argument(
         "--infinity-usage",
         choices=INFINITY_USAGE,
         default="chars",
@@ -124,6 +147,8 @@ def parser() -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockConfig:
     rates = dict(args.fault)
+    if args.chunks > MAX_CHUNKS:
+        p.error(f"argument --chunks: must be <= {MAX_CHUNKS}, got {args.chunks}")
     if sum(rates.values()) > 1.0 + 1e-9:
         p.error("argument --fault: the rates add up to more than 1")
     return MockConfig(
@@ -142,6 +167,8 @@ def config_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> MockCon
         cache_drift=args.cache_drift,
         flip_above=args.flip_above,
         max_model_len=args.max_model_len,
+        writes=args.writes,
+        chunks=args.chunks,
     )
 
 

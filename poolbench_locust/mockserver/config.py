@@ -19,6 +19,9 @@ INFINITY_DTYPES: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubina
 DEFAULT_STALL_MS = 30000.0
 MAX_MODEL_LEN = 8192
 """The model's context length the mock's vLLM serves by default (--max-model-len)."""
+WRITES: tuple[str, ...] = ("sized", "one", "chunk", "split")
+"""How an answer is cut into writes (http11.send_reply): the client's reads follow the server's writes."""
+MAX_CHUNKS = 65536
 
 
 class ControlError(ValueError):
@@ -50,6 +53,10 @@ class MockConfig:
     max_model_len: int = MAX_MODEL_LEN
     """The model's context length, as vLLM's: a longer prompt is refused (400) unless truncated; /v1/models
     and /tokenize say it."""
+    writes: str = "sized"
+    """How an answer is cut into writes (one of WRITES; http11.send_reply says each)."""
+    chunks: int = 1
+    """The chunks a chunked body (a binary answer) is framed in, as a streaming response writes them."""
 
     def __post_init__(self) -> None:
         if self.ttfb_ms < 0 or self.body_ms < 0:
@@ -58,6 +65,10 @@ class MockConfig:
             raise ControlError("dim must be >= 1")
         if self.max_model_len < 1:
             raise ControlError("max_model_len must be >= 1")
+        if self.writes not in WRITES:
+            raise ControlError(f"writes must be one of {', '.join(WRITES)}")
+        if not 1 <= self.chunks <= MAX_CHUNKS:
+            raise ControlError(f"chunks must be in 1..{MAX_CHUNKS}")
         if self.flavor not in FLAVORS:
             raise ControlError(f"flavor must be one of {', '.join(FLAVORS)}")
         if self.task is not None and self.task not in POOLING_TASKS:

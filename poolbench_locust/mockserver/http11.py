@@ -105,13 +105,16 @@ def _sleep_until(deadline: float) -> None:
         gevent.sleep(wait)
 
 
-def _send(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
-    # Joining small parts saves syscalls; big ones go as they are, to avoid copying megabytes.
-    if sum(len(p) for p in parts) <= PIECE:
-        sock.sendall(b"".join(parts))
-    else:
+def _send(sock: socket.socket, parts: list[bytes | memoryview], writes: str = "sized") -> None:
+    """Write `parts` as `writes` says (send_reply): "split", each on its own; "one" and "chunk", joined;
+    "sized", joined up to PIECE bytes (saves syscalls), else each as it is (no copy of megabytes)."""
+    if not parts:
+        return
+    if writes == "split" or (writes == "sized" and sum(len(p) for p in parts) > PIECE):
         for part in parts:
             sock.sendall(part)
+    else:
+        sock.sendall(b"".join(parts))
 
 
 def close(sock: socket.socket, reset: bool = False) -> None:
@@ -142,12 +145,20 @@ def send_reply(
     fault: str | None = None,
     stall_ms: float = 0.0,
     keep_alive: bool = True,
+    writes: str = "sized",
+    chunks: int = 1,
 ) -> bool:
     """Write `reply`, carrying out a wire fault if one is given.
 
     Returns True when the last byte was handed to the kernel and the connection may serve another
     request. The body goes out in n pieces, piece i at t_headers + body_ms * i / (n - 1), so its
-    last byte leaves no earlier than body_ms after the headers.
+    last byte leaves no earlier than body_ms after the headers; a chunked body is framed in at least
+    `chunks` pieces, one chunk each. `writes` cuts the answer into writes, as servers do (the client's
+    reads follow them): "sized", the parts of each piece joined up to PIECE bytes, larger ones each on
+    their own (a large chunked body: the head, the size line, the data, its CRLF, the terminating chunk);
+    "one", each piece in one write (not trickled: the whole answer); "chunk", as a streaming response
+    writes (uvicorn's): the head, each chunk (size line, data, CRLF), the terminating chunk, each in one
+    write; "split", every part on its own (the head, each chunk's size line, data and CRLF, the terminator).
     """
     _sleep_until(arrived + ttfb_ms / 1000)
     if fault in BEFORE_HEADERS:
@@ -161,8 +172,14 @@ def send_reply(
     pending: list[bytes | memoryview] = [
         _head(reply, size, chunked, lie=fault == "short-content-length", keep_alive=keep_alive and fault not in WIRE)
     ]
+    streamed = writes in ("chunk", "split")
+    if streamed:  # a streaming response's headers leave before its body is made
+        _send(sock, pending, writes)
+        pending = []
     cut = size // 2 if fault in MID_BODY else size
     n = max(2, -(-size // PIECE)) if body_ms > 0 else 1
+    if chunked:
+        n = max(n, min(chunks, size))
     started = time.monotonic()
     for i in range(n):
         start, end = size * i // n, size * (i + 1) // n
@@ -173,14 +190,17 @@ def send_reply(
                 pending.append(b"%x\r\n" % (end - start))
             pending.append(body[start : min(end, cut)])
             if cut < end:
-                _send(sock, pending)
+                _send(sock, pending, writes)
                 _after_cut(sock, fault, stall_ms)
                 return False
             if chunked:
                 pending.append(b"\r\n")
         if chunked and i == n - 1:
+            if streamed:  # the terminating chunk in a write of its own
+                _send(sock, pending, writes)
+                pending = []
             pending.append(b"0\r\n\r\n")
-        _send(sock, pending)
+        _send(sock, pending, writes)
         pending = []
     if fault in WIRE:
         close(sock)

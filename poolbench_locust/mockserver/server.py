@@ -123,6 +123,8 @@ class MockServer:
                 fault=fault,
                 stall_ms=controls.stall_ms,
                 keep_alive=request.keep_alive,
+                writes=self.config.writes,
+                chunks=self.config.chunks,
             )
         finally:  # a reply the client hung up on, or a fault cut short, has no server time: None keeps the order
             done = time.monotonic() if completed else None
