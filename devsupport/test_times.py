@@ -67,9 +67,7 @@ def table(records: list[dict[str, Any]], rows: int = 25) -> str:
     if rest:
         count, wall, cpu = (sum(m[i] for _, m in rest) for i in range(3))
         lines.append(f"| {len(rest)} other modules | {int(count)} | {wall:.0f} | {cpu:.0f} | {_waiting(wall, cpu)} |")
-    lines.append(
-        f"| all | {len(records)} | {total_wall:.0f} | {total_cpu:.0f} | {_waiting(total_wall, total_cpu)} |"
-    )
+    lines.append(f"| all | {len(records)} | {total_wall:.0f} | {total_cpu:.0f} | {_waiting(total_wall, total_cpu)} |")
     return "\n".join(lines)
 
 

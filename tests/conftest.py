@@ -28,6 +28,30 @@ os.environ.setdefault("LOCUST_NO_PREFLIGHT", "true")
 # So for the consistency check's reference requests, sent at each start (tests/test_consistency.py turns it on).
 os.environ.setdefault("LOCUST_NO_CONSISTENCY", "true")
 START_TIMEOUT_S = 10.0
+# `make check` (the inner loop) sets POOLBENCH_NO_PROCESSES=1: a test that starts a process is skipped where it
+# starts it (in a fixture or in its body), so that what runs is every test that needs none, without a list of them
+# to keep. Tests of a process live behind it; `make test` runs them.
+NO_PROCESSES = os.environ.get("POOLBENCH_NO_PROCESSES") == "1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_processes_in_make_check() -> Iterator[None]:
+    """Under POOLBENCH_NO_PROCESSES=1, a test's (or its fixture's) first child process skips it. Patched for the
+    tests only: pytest-xdist starts its own workers as processes."""
+    if not NO_PROCESSES:
+        yield
+        return
+    started = subprocess.Popen._execute_child  # type: ignore[attr-defined]  (CPython's one place a child starts)
+
+    def refused(self: subprocess.Popen[Any], args: Any, *rest: Any) -> None:
+        program = args[0] if isinstance(args, list | tuple) else str(args).split()[0]
+        pytest.skip(f"starts a process ({Path(str(program)).name}): make test runs it")
+
+    subprocess.Popen._execute_child = refused  # type: ignore[attr-defined]
+    yield
+    subprocess.Popen._execute_child = started  # type: ignore[attr-defined]
+
+
 STOP_TIMEOUT_S = 5.0
 PREFIX = "poolbench-mock listening on "
 

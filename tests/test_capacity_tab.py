@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import gevent
+import pytest
 import requests
 from locust.env import Environment
 from locust.event import Events
@@ -34,6 +35,7 @@ def capacity_state(ui: WebUI) -> dict[str, Any]:
     return requests.get(f"{ui.base}/capacity/state", timeout=10).json()
 
 
+@pytest.mark.timing
 def test_the_capacity_tab_shows_each_probe_as_it_ends_then_the_answer_as_the_csv_and_json_have_them(tmp_path):
     prefix, result, report = tmp_path / "cap", tmp_path / "cap.json", tmp_path / "report.html"
     env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
@@ -101,6 +103,7 @@ def form(**values: str) -> dict[str, str]:
     return {posted_name(BY_FLAG[flag].dest): value for flag, value in values.items()}
 
 
+@pytest.mark.timing
 def test_the_web_form_starts_a_search_and_a_later_run_without_it_is_a_plain_run(tmp_path):
     """Launched without --find-capacity: the form's tick makes the run a search (its options from the form),
     which ends by itself; the next run, unticked, is an ordinary run that goes on until stopped."""

@@ -41,7 +41,6 @@ def served_count(url: str) -> int:
     return int(requests.get(f"{url}/count", timeout=5).text)
 
 
-@pytest.mark.heavy
 def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_whole(tmp_path):
     prefix = tmp_path / "dist"
     with socket.socket() as s:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from bench.memory import measure
 
 
-@pytest.mark.heavy
 def test_streaming_100_mb_bodies_keeps_rss_growth_under_32_mb():
     r = measure(body_mb=100, users=2, seconds=4)
     assert all(run["requests"] > 0 and run["failures"] == 0 for run in r["runs"].values()), r

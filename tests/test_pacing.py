@@ -121,7 +121,7 @@ def test_a_rate_the_client_reaches_says_nothing_and_passes_the_check(mock_server
     assert gap["Flagged"] == "", gap
 
 
-@pytest.mark.heavy
+@pytest.mark.timing
 def test_with_processes_each_workers_rate_reaches_the_master(mock_server_factory, tmp_path):
     mock = mock_server_factory(*SLOW_SERVER)
     result, prefix, _ = run(

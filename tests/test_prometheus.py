@@ -32,7 +32,6 @@ from tests.support.prometheus_server import free_port, prometheus
 RUN_TIMEOUT_S = 120
 
 
-@pytest.mark.heavy
 def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_path: Path) -> None:
     """Open loop (so the target rate and the queue histogram exist), two request names, a master
     with two --processes workers, a warm-up: what Prometheus stored from the last scrapes equals the

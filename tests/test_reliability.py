@@ -296,7 +296,7 @@ def test_connection_refused_mixed_into_a_healthy_run(mock_server):
 # ---- 2. soak ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.heavy
+@pytest.mark.timing
 def test_short_soak_keeps_memory_fds_and_greenlets_flat_and_every_count_agrees():
     r = soak.soak(seconds=20, users=12, rate=120, fault_rate=0.03, interval=1)
     assert r["agree"], r["counts"]
@@ -322,7 +322,7 @@ def shipped_reports(path: Path) -> list[dict[str, int]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.heavy
+@pytest.mark.timing
 def test_a_killed_worker_loses_at_most_its_last_report_interval(mock_server_factory, tmp_path):
     """Each worker aims at its own mock (the classes' own host), so the mocks count per worker.
 

@@ -56,6 +56,7 @@ that a client starved of CPU for half a second on a busy machine, then catching 
 moves under 20 % of a repeat's requests into the next."""
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("processes", [[], ["--processes", "2"]], ids=["one process", "master and 2 workers"])
 def test_each_repeat_counts_what_the_server_served_in_it(mock_server, tmp_path, processes):
     prefix = tmp_path / "rep"

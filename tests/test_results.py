@@ -216,7 +216,6 @@ def marked(stdout: str, section: str) -> dict[str, str]:
     return {line[:18].strip(): line.rsplit(None, 1)[-1] for line in lines}
 
 
-@pytest.mark.heavy
 def test_a_run_compared_with_itself_shows_no_significant_change(delayed_runs):
     base = str(delayed_runs["base"])
     done = compare_cli(base, base, "--max-regression", "0%")

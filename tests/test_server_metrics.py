@@ -258,6 +258,7 @@ def test_a_bad_server_metrics_value_stops_at_start_with_one_line():
     assert "argument --server-metrics: must be auto, off, or http(s):// URLs" in result.stderr
 
 
+@pytest.mark.timing
 def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_factory, tmp_path):
     mock = mock_server_factory("--ttfb-ms", "5")
     prefix, page = tmp_path / "m", tmp_path / "m.html"
@@ -293,6 +294,7 @@ def test_against_the_mock_the_server_counts_what_the_client_counted(mock_server_
     assert "Server against client" in result.stderr
 
 
+@pytest.mark.timing
 def test_web_ui_shows_the_server_tabs_beside_the_pooling_tab(mock_server):
     ui = WebUI("locustfiles/embeddings.py", "--host", mock_server.url, *LOAD, "--server-metrics-interval", "0.5")
     try:

@@ -31,6 +31,7 @@ def trickling_mock(mock_server_factory):
         ("base64", ["--batch-size", "4", "--dimensions", "1024"]),
     ],
 )
+@pytest.mark.timing
 def test_response_time_includes_the_trickled_body(trickling_mock, encoding, extra):
     run = Run(EmbeddingsUser, trickling_mock.url, "--encoding-format", encoding, "--input-len", "8", *extra)
     event = run.one()
@@ -64,6 +65,7 @@ def test_plain_fasthttpuser_stream_stops_the_clock_at_the_headers(trickling_mock
     assert events[0]["response_time"] < TRICKLE_MS / 3, "Locust's stream=True timed the headers only"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("encoding", ["float", "bytes"])
 def test_the_clock_stops_at_the_last_byte_before_the_answer_is_checked(trickling_mock, monkeypatch, encoding):
     """Parsing and checking are the client's work, not the server's: a slow check must not show."""

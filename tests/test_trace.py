@@ -94,6 +94,7 @@ def replay(url: str, trace: Path, *args: str, timeout: float = 60) -> tuple[subp
     return result, time.monotonic() - began
 
 
+@pytest.mark.timing
 def test_a_trace_arrives_on_its_schedule_with_its_shapes_and_ends_the_run(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:
@@ -114,6 +115,7 @@ def test_a_trace_arrives_on_its_schedule_with_its_shapes_and_ends_the_run(tmp_pa
     assert result.stderr.count("fields a pooling request does not use are ignored: hash_ids, output_length") == 1
 
 
+@pytest.mark.timing
 def test_trace_speed_2_halves_the_span(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:

@@ -14,6 +14,7 @@ RUN_S, WARMUP_S, RATE = 7, 3, 40
 COUNTED_S = RUN_S - WARMUP_S
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("processes", [[], ["--processes", "2"]], ids=["one process", "master and 2 workers"])
 def test_rates_count_from_the_end_of_warmup(mock_server, tmp_path, processes):
     prefix = tmp_path / "warm"

@@ -47,7 +47,6 @@ def build_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-@pytest.mark.heavy
 @pytest.mark.timeout(300)
 def test_the_wheel_carries_the_c_pass_into_a_fresh_venv_outside_the_repository(mock_server, tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)

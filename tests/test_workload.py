@@ -190,7 +190,7 @@ def e2e(prefix: Path, column: str) -> float:
     return float(csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"][column])
 
 
-@pytest.mark.heavy
+@pytest.mark.timing
 def test_open_loop_latency_includes_queueing_that_closed_loop_hides(mock_server_factory, tmp_path):
     """Service time 200 ms, 2 slots: at most 10 req/s. Asked for 16 req/s, requests queue."""
     mock = mock_server_factory("--ttfb-ms", "200")

@@ -36,9 +36,10 @@ class WebUI:
         while True:
             assert self.proc.poll() is None, self.log()
             try:
-                requests.get(self.base, timeout=2)
+                requests.get(self.base, timeout=5)
                 return
-            except requests.ConnectionError:
+            # not listening yet, or (on a busy machine) listening but not yet answering
+            except (requests.ConnectionError, requests.Timeout):
                 assert time.monotonic() < deadline, "the web UI never answered"
                 time.sleep(0.2)
 
