@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gevent
 import locust  # noqa: F401  (gevent-patches the stdlib, as it must be before requests imports ssl)
 import pytest
 import requests
@@ -54,6 +55,20 @@ def _no_processes_in_make_check() -> Iterator[None]:
 
 STOP_TIMEOUT_S = 5.0
 PREFIX = "poolbench-mock listening on "
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, a greenlet that keeps gevent's hub awake. Locust's import above gevent-patches
+    threading, so the worker's queue of tests waits on a gevent Event that xdist's receiver, a real thread, sets;
+    with nothing else scheduled gevent takes that wait for a deadlock (LoopExit: "This operation would block
+    forever") and the worker dies between two tests. A timer always pending makes the hub poll instead."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        gevent.spawn(_keep_the_hub_awake)
+
+
+def _keep_the_hub_awake() -> None:
+    while True:
+        gevent.sleep(0.05)
 
 
 @pytest.fixture(autouse=True)

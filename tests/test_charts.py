@@ -329,7 +329,7 @@ def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                samples = requests.get(f"{base}/pooling/history", timeout=2).json()["samples"]
+                samples = requests.get(f"{base}/pooling/history", timeout=10).json()["samples"]
             except (requests.ConnectionError, ValueError):
                 continue
             if sum(1 for s in samples if s["rows"][-1]["Current Input Tokens/s"]) >= 3:

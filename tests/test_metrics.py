@@ -114,7 +114,7 @@ def test_web_ui_shows_the_pooling_rows_live(mock_server):
         while time.monotonic() < deadline:
             time.sleep(0.5)
             try:
-                data = requests.get(f"{base}/stats/requests", timeout=2).json()
+                data = requests.get(f"{base}/stats/requests", timeout=10).json()
             except (requests.ConnectionError, ValueError):
                 continue
             extended = {e["key"]: e["data"] for e in data.get("extended_stats", [])}
@@ -122,11 +122,11 @@ def test_web_ui_shows_the_pooling_rows_live(mock_server):
             if rows and rows[-1]["input_tokens"] > 0:
                 break
         assert rows and rows[-1]["name"] == "Aggregated" and rows[-1]["input_tokens"] > 0, rows
-        as_json = requests.get(f"{base}/pooling/stats", timeout=2).json()
+        as_json = requests.get(f"{base}/pooling/stats", timeout=10).json()
         assert as_json[-1]["Name"] == "Aggregated" and as_json[-1]["Request Count"] > 0
-        as_csv = requests.get(f"{base}/pooling/csv", timeout=2).text
+        as_csv = requests.get(f"{base}/pooling/csv", timeout=10).text
         assert as_csv.splitlines()[0].startswith("Type,Name,Request Count,Failure Count,Input Tokens")
-        page = requests.get(base, timeout=2).text
+        page = requests.get(base, timeout=10).text
         assert '"extended_tabs": [{"key": "pooling", "title": "Pooling"}]' in page or "Pooling" in page
     finally:
         proc.terminate()

@@ -133,9 +133,9 @@ def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
         while time.monotonic() < deadline:
             try:
                 requests.post(f"{base}/swarm", data={"user_count": 1, "spawn_rate": 1, "host": mock_server.url},
-                              timeout=2)  # fmt: skip
+                              timeout=10)  # fmt: skip
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.3)
         while time.monotonic() < deadline:
             time.sleep(0.5)

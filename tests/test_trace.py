@@ -129,6 +129,7 @@ def test_trace_speed_2_halves_the_span(tmp_path):
     assert max(map(abs, errors)) <= TOLERANCE_S
 
 
+@pytest.mark.timing
 def test_processes_share_the_trace_and_together_send_it_all_on_schedule(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:
