@@ -63,11 +63,11 @@ test: lint docs
 check: lint
 	POOLBENCH_NO_PROCESSES=1 $(BIN)/python -m pytest -q -n 2 -m 'not real'
 
-# Where the suite's time goes (tests/README.md's table): every test one after another, its wall time against the
-# CPU it and its children used, then the table per module (devsupport/test_times.py; about 35 minutes).
+# Where the suite's time goes (tests/README.md's table): the suite as `make test` runs it, each test's wall time
+# against the CPU it and its children used, then the table per module (devsupport/test_times.py).
 test-times: $(STAMP)
 	rm -rf .test-times && mkdir .test-times
-	-POOLBENCH_TEST_TIMES=.test-times $(BIN)/python -m pytest -q -p no:xdist -p devsupport.test_times -m 'not real'
+	-$(call run_suite,PYTEST_PLUGINS=devsupport.test_times POOLBENCH_TEST_TIMES=$(abspath .test-times) $(BIN)/python)
 	$(BIN)/python -m devsupport.test_times .test-times
 
 # The promise of pyproject.toml's lower bounds: on the lowest supported Python, every dependency (and

@@ -1,9 +1,10 @@
 """Where the suite's time goes: each test's wall time against the CPU it and its child processes used.
 
-    make test-times                      # the whole suite, serially, then the table below
+    make test-times                      # the suite as `make test` runs it, then the table below
     python -m devsupport.test_times DIR  # the table again from the records of an earlier run
 
-As a pytest plugin (`-p devsupport.test_times`, with POOLBENCH_TEST_TIMES=DIR) it writes one JSON line per
+As a pytest plugin (`-p devsupport.test_times` or PYTEST_PLUGINS=devsupport.test_times, with
+POOLBENCH_TEST_TIMES=DIR) it writes one JSON line per
 test (setup, call and teardown together) to DIR/<worker>.jsonl; under pytest-xdist each worker writes its own
 file. A test whose wall time is far above its CPU time waits (on a run length, a server, a timeout): such
 tests overlap well in parallel. CPU counts this process and the children it has waited for (a Locust run,
@@ -72,7 +73,8 @@ def table(records: list[dict[str, Any]], rows: int = 25) -> str:
 
 
 def _waiting(wall: float, cpu: float) -> str:
-    # On 2 cores a test can use up to 2 s of CPU a second; what is left of one core's worth is waiting.
+    # The share of a test's wall time in which it (and its children) used no CPU: time that other tests can
+    # use when they run beside it.
     return f"{max(0.0, 1 - cpu / wall):.0%}" if wall > 0 else "-"
 
 
