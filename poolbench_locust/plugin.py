@@ -27,6 +27,7 @@ from poolbench_locust.json_sections import ResultEvents, result_events
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, inputs_summary, pooling_reports, tokengap
 from poolbench_locust.repeats import repeat_runs
+from poolbench_locust.request_limit import max_requests
 from poolbench_locust.results import json_result
 from poolbench_locust.serverlimits import limits_check
 from poolbench_locust.servermetrics import server_metrics
@@ -54,6 +55,8 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # one at a time before the users start; then every answer that carries a reference is compared.
     consistency_report.setup(events, pages, results)
     stop_timeout.setup(events)
+    # --max-requests: ends the run at a count of Locust's stats, as -t ends it (the start checks refuse a bad N first).
+    max_requests.setup(events)
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the
     # checks have passed it.
     replay.setup(events)

@@ -482,6 +482,17 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--find-capacity, the whole search N times.",
             label="Repeats",
         ),
+        Option(
+            "--max-requests",
+            whole(1),
+            None,
+            "End the run once N requests have ended, succeeded or failed (Locust's Request Count, counted after "
+            "--warmup); -t still ends it if sooner. The requests in flight then finish and count too: one process "
+            "ends with at least N, at most N plus those in flight when the Nth ended (fewer than the users); a "
+            "distributed run counts its workers' reports, sent every 3 s, so it may end up to one report's requests "
+            "past N. Headless, the run quits as at -t; in the web UI, the test stops.",
+            label="End after this many requests",
+        ),
     ),
     *group(
         OPEN_LOOP,

@@ -92,6 +92,7 @@ class Settings:
     count_tokens_with_server: bool = False
     warmup: float = 0.0
     repeat: int = 1
+    max_requests: int | None = None
     # Open loop
     request_rate: float | None = None
     burstiness: float = 1.0
@@ -183,6 +184,7 @@ def _refused(s: Settings) -> Iterator[OptionError]:
             if getattr(s, BY_FLAG[flag].dest):
                 yield OptionError(flag, "a trace (--dataset trace:) sets every request's time: leave it out")
     yield from _capacity_refused(s)
+    yield from _max_requests_refused(s)
     if s.max_concurrency and not s.open_loop:
         yield OptionError("--max-concurrency", "caps an open-loop run: give --request-rate, --sweep-rates or a trace")
     if s.dataset_column is not None and not s.dataset.startswith(("file:", "hf:")):
@@ -231,6 +233,24 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
             yield OptionError(flag, "--find-capacity sets the rate of each probe itself: leave it out")
     if s.trace is not None:
         yield OptionError("--find-capacity", "a trace (--dataset trace:) sets every request's time: leave one out")
+
+
+def _max_requests_refused(s: Settings) -> Iterator[OptionError]:
+    """--max-requests ends a run at a count of Locust's stats: not a run whose length is set otherwise, nor
+    one whose stats are reset on the way."""
+    if s.max_requests is None:
+        return
+    if s.find_capacity:
+        yield OptionError("--max-requests", "--find-capacity's probes set the run's length: leave one out")
+    if s.sweep_rates or s.sweep_users:
+        yield OptionError(
+            "--max-requests", "a sweep's steps set the run's length (--sweep-step-time each): leave one out"
+        )
+    if s.repeat > 1:
+        yield OptionError(
+            "--max-requests",
+            "--repeat resets the stats between repeats, which would start the count again: leave one out",
+        )
 
 
 def _token_level_refused(s: Settings) -> Iterator[OptionError]:

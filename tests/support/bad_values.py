@@ -37,6 +37,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--trace-speed": ("0", "must be a number > 0"),
     "--warmup": ("later", "must be a number >= 0, got 'later'"),
     "--repeat": ("0", "must be a whole number >= 1, got 0"),
+    "--max-requests": ("-5", "must be a whole number >= 1, got -5"),
     "--sweep-rates": ("10,x", "must be numbers separated by commas"),
     "--sweep-users": ("8,0", "must be a whole number >= 1, got 0"),
     "--sweep-step-time": ("0", "must be a number > 0"),
