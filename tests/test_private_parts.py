@@ -1,5 +1,5 @@
 """The private parts of geventhttpclient (and of Locust's FastResponse and gevent's socket) that
-engine/transport.py reaches, each checked by its name against the installed releases.
+engine/transport.py reaches, and Locust's users' state that request_limit/max_requests.py reads, each checked by its name against the installed releases.
 
 A private name may be renamed or removed in any release without notice. The engine would then not fail
 loudly: an override nobody calls leaves geventhttpclient's own behaviour in place (an unbounded head, a
@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 
+import gevent
 import gevent.socket
 import pytest
 from geventhttpclient.client import HTTPClient, HTTPClientPool
@@ -21,8 +22,10 @@ from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.header import Headers
 from geventhttpclient.response import HEADER_STATE_FIELD, HTTPResponse, HTTPSocketPoolResponse, HTTPSocketResponse
 from geventhttpclient.useragent import UserAgent
+from locust import User, constant, task
 from locust.contrib.fasthttp import FastHttpSession, FastResponse, LocustUserAgent
 from locust.env import Environment
+from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING, LOCUST_STATE_WAITING
 
 from poolbench_locust.engine import transport
 
@@ -200,3 +203,29 @@ def test_the_engine_response_builds_on_the_pool_response() -> None:
     assert {"sock", "pool"} <= names, f"HTTPSocketPoolResponse takes {sorted(names)}"
     base = set(inspect.signature(HTTPSocketResponse.__init__).parameters)
     assert {"block_size", "method", "headers_type"} <= base, f"HTTPSocketResponse takes {sorted(base)}"
+
+
+def test_locusts_user_state_and_greenlet_args_that_max_requests_reads():
+    """request_limit/max_requests.py stops users as Locust's stop_users does, by their private state: each
+    greenlet of runner.user_greenlets has its User as args[0], and a user's `_state` is one of
+    locust.user.task's LOCUST_STATE_* (RUNNING in its task, WAITING in its wait, STOPPING once told)."""
+    class Sleeper(User):
+        wait_time = constant(30)
+
+        @task
+        def nothing(self) -> None:
+            pass
+
+    environment = Environment(user_classes=[Sleeper])
+    runner = environment.create_local_runner()
+    try:
+        runner.start(1, spawn_rate=100)
+        gevent.sleep(0.2)
+        (greenlet,) = list(runner.user_greenlets)
+        user = greenlet.args[0] if greenlet.args else None
+        assert isinstance(user, Sleeper), "runner.user_greenlets' greenlet.args[0] is no longer the User"
+        assert user._state == LOCUST_STATE_WAITING, f"User._state is {user._state!r} in its wait"
+        assert user.greenlet is greenlet and user.group is runner.user_greenlets, "User.greenlet / User.group"
+        assert LOCUST_STATE_RUNNING != LOCUST_STATE_STOPPING
+    finally:
+        runner.quit()
