@@ -1,5 +1,6 @@
 """The private parts of geventhttpclient (and of Locust's FastResponse and gevent's socket) that
-engine/transport.py reaches, and Locust's users' state that request_limit/max_requests.py reads, each checked by its name against the installed releases.
+engine/transport.py reaches, and Locust's users' state that request_limit/max_requests.py reads, each checked
+by its name against the installed releases.
 
 A private name may be renamed or removed in any release without notice. The engine would then not fail
 loudly: an override nobody calls leaves geventhttpclient's own behaviour in place (an unbounded head, a
