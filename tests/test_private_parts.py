@@ -210,6 +210,7 @@ def test_locusts_user_state_and_greenlet_args_that_max_requests_reads():
     """request_limit/max_requests.py stops users as Locust's stop_users does, by their private state: each
     greenlet of runner.user_greenlets has its User as args[0], and a user's `_state` is one of
     locust.user.task's LOCUST_STATE_* (RUNNING in its task, WAITING in its wait, STOPPING once told)."""
+
     class Sleeper(User):
         wait_time = constant(30)
 
