@@ -5,12 +5,14 @@ the charts and the JSON result.
 A sample is the Aggregated row of `table.rows` (every name's row too with --csv-full-history),
 with the time, the user count and the TTFB and E2E percentiles of the requests of the last
 WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
-Memory stays the same however long the run, not only bounded: past MAX_SAMPLES samples (ten minutes
-at one a second), each new sample makes two neighbours of the narrowest width merge (`Tiers`), so
-exactly MAX_SAMPLES are held from then on, and what is shown (charts, the JSON result) is evenly spread
-at one interval, the widest kept: 1 s up to 10 minutes, 2 s up to 20, 4 s up to 40, ..., 256 s for a
-day. A halving list (drop every other sample when full, then fill again) would be bounded too, but
-would grow again for as long as it took to fill: memory would rise for hours of a steady run.
+Every second is kept for the first hour; memory stays the same however long the run, not only
+bounded: past MAX_SAMPLES samples (an hour at one a second), each new sample makes two neighbours of
+the narrowest width merge (`Tiers`), so exactly MAX_SAMPLES are held from then on, and what is shown
+(charts, the JSON result) is evenly spread at one interval, the widest kept: 1 s up to an hour, 2 s up
+to two, 4 s up to four, ..., 32 s for a day. A halving list (drop every other sample when full, then
+fill again) would be bounded too, but would grow again for as long as it took to fill: memory would
+rise for hours of a steady run. The samples themselves are on disk (`spool.SpooledList`): an hour of
+them held as dicts would grow the process all that hour.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
+from poolbench_locust.spool import SpooledList
 from poolbench_locust.store import Slot
 
-MAX_SAMPLES = 600
-"""Ten minutes at one sample a second; a longer run holds exactly this many, and shows at most this
-many, further apart. Smaller than the half hour it was, so that a half-hour soak stops growing after
-ten minutes (bench/soak.py); a chart is no more than 600 points wide anyway."""
+MAX_SAMPLES = 3600
+"""An hour at one sample a second; a longer run holds exactly this many, and shows at most this many,
+further apart (2 s up to two hours, 4 s up to four, ..., 32 s for a day). Held on disk, so an hour of
+samples costs the process 43 kB, not the ~10 MB they weigh as dicts (bench/soak.py)."""
 
 WINDOW_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 """As Locust's current response time percentiles: the requests of the last 10 s."""
@@ -92,32 +95,49 @@ class Tiers:
     starting on a multiple of twice their width). The widths stay powers of two, never narrower
     towards the past, and every entry starts on a multiple of its own width: grouped by the widest
     width they read as evenly spread entries, however long the run. The caller merges its own
-    entries where `add` says."""
+    entries where `add` says.
+
+    As the widths never narrow towards the past, the entries of one width are neighbours, and the
+    oldest pair of the narrowest width that has two is the first two of its run, which starts on a
+    multiple of twice that width (every wider entry before it is a multiple of it): so only how many
+    entries each width has is kept (`_counts[k]`, width 2**k), and a tick costs a few steps, not one
+    per entry (a limit of an hour of seconds is 3600 entries)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.widths: list[int] = []
+        self._counts: list[int] = []
+        self._held = 0
+
+    def __len__(self) -> int:
+        return self._held
 
     def add(self) -> int | None:
         """One more tick; if two entries merge, the index of the first (the second, i + 1, is gone)."""
-        self.widths.append(1)
-        if len(self.widths) <= self.limit:
+        if not self._counts:
+            self._counts.append(0)
+        self._counts[0] += 1
+        self._held += 1
+        if self._held <= self.limit:
             return None
-        best, at, start = 0, None, 0
-        widths = self.widths
-        for i in range(len(widths) - 1):
-            width = widths[i]
-            if width == widths[i + 1] and start % (2 * width) == 0 and (at is None or width < best):
-                best, at = width, i
-            start += width
-        if at is not None:  # always, past a few dozen entries: limit entries cannot all differ in width
-            widths[at] *= 2
-            del widths[at + 1]
-        return at
+        for k, count in enumerate(self._counts):
+            if count >= 2:
+                at = sum(self._counts[k + 1 :])  # the wider entries before the run of width 2**k
+                self._counts[k] -= 2
+                if k + 1 == len(self._counts):
+                    self._counts.append(0)
+                self._counts[k + 1] += 1
+                self._held -= 1
+                return at
+        return None  # only with a limit below the number of widths (a handful): nothing merges
+
+    @property
+    def widths(self) -> list[int]:
+        """Each entry's width, oldest first."""
+        return [1 << k for k in reversed(range(len(self._counts))) for _ in range(self._counts[k])]
 
     @property
     def widest(self) -> int:
-        return max(self.widths, default=1)
+        return max((1 << k for k, count in enumerate(self._counts) if count), default=1)
 
     def groups(self) -> list[list[int]]:
         """Indexes of the entries, grouped into spans of the widest width (each starts on a multiple of it)."""
@@ -131,14 +151,16 @@ class Tiers:
         return out
 
     def clear(self) -> None:
-        self.widths.clear()
+        self._counts.clear()
+        self._held = 0
 
 
 class History:
-    """The samples of the run: exactly MAX_SAMPLES held past ten minutes, shown evenly spread."""
+    """The samples of the run: every second's for the first hour, then exactly MAX_SAMPLES held, shown
+    evenly spread; on disk (spool.SpooledList), 12 bytes of memory a sample."""
 
     def __init__(self) -> None:
-        self._kept: list[Sample] = []
+        self._kept = SpooledList()
         """Each the first sample of its entry in `_tiers` (the sample at the start of its span)."""
         self._tiers = Tiers(MAX_SAMPLES)
         self.window = Window()
