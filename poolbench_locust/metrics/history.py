@@ -55,37 +55,58 @@ Sample = dict[str, Any]
 """{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `table.rows` makes them
 plus WINDOW_COLUMNS, the Aggregated row last (and alone unless --csv-full-history)."""
 
-Snapshot = dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]]
-"""Request name (None for the total) -> its entry and its timings' dumps, at one tick. The entry
-tells a reset apart: Locust's reset replaces every entry, and a count alone may come out equal."""
+WINDOW_TICKS = round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC)
 
 
 class Window:
-    """The timing histograms of the last WINDOW_SECONDS ticks: the difference between now and the
-    oldest is the distribution of the requests of the window. Bounded: WINDOW_SECONDS + 1 dumps."""
+    """The timing histograms of the requests of the last WINDOW_TICKS ticks, per request name: what
+    each tick added (the difference between this tick's dump and the last one, holding only the
+    buckets hit in that tick), summed over the window. Held: one whole dump per name and timing (the
+    last tick's) and WINDOW_TICKS sparse ones, so memory follows the requests of the window, not every
+    bucket the run has seen (eleven whole dumps of every histogram grew with its buckets for as long
+    as new timings turned up: most of what a soak still grew by after ten minutes)."""
 
     def __init__(self) -> None:
-        self.snapshots: deque[Snapshot] = deque(maxlen=round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC) + 1)
+        self._last: dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]] = {}
+        """Name -> its entry and its timings' dumps at the last tick. The entry tells a reset apart:
+        Locust's reset replaces every entry, and a count alone may come out equal."""
+        self._added: dict[str | None, deque[dict[str, dict[str, Any]]]] = {}
+        """Name -> what each of the last WINDOW_TICKS ticks added, per timing, oldest first."""
 
     def clear(self) -> None:
-        self.snapshots.clear()
+        self._last.clear()
+        self._added.clear()
+
+    def held(self) -> int:
+        """The dumps held, whole and sparse: bounded by the names, never by the run's length."""
+        return sum(len(dumps) for _, dumps in self._last.values()) + sum(
+            len(added) for ticks in self._added.values() for added in ticks
+        )
 
     def figures(self, entries: list[tuple[str | None, Entry]]) -> list[dict[str, Any]]:
         """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's dumps are kept for the next ones."""
-        now: Snapshot = {name: (e, {key: e.timings[key].dump() for key, _ in WINDOW_TIMINGS}) for name, e in entries}
-        oldest = self.snapshots[0] if self.snapshots else {}
-        figures = []
+        figures, last = [], {}
         for name, entry in entries:
-            then = oldest.get(name)
-            before = then[1] if then is not None and then[0] is entry else {}
+            now = {key: entry.timings[key].dump() for key, _ in WINDOW_TIMINGS}
+            then, ticks = self._last.get(name), self._added.get(name)
+            if then is None or then[0] is not entry or ticks is None:  # new, or reset: the window starts again
+                ticks = self._added[name] = deque(maxlen=WINDOW_TICKS)
+                before: dict[str, dict[str, Any]] = {}
+            else:
+                before = then[1]
+            ticks.append({key: difference(now[key], before.get(key)) for key, _ in WINDOW_TIMINGS})
+            last[name] = (entry, now)
             values: dict[str, Any] = {}
             for key, title in WINDOW_TIMINGS:
                 histogram = type(entry.timings[key])()
-                histogram.merge(difference(now[name][1][key], before.get(key)))
+                for added in ticks:
+                    histogram.merge(added[key])
                 for p in WINDOW_PERCENTILES:
                     values[window_column(title, p)] = histogram.percentile(p) if histogram.n else None
             figures.append(values)
-        self.snapshots.append(now)
+        self._last = last
+        for name in [n for n in self._added if n not in last]:
+            del self._added[name]  # a name no longer shown (reset): nothing of it held
         return figures
 
 
