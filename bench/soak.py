@@ -10,7 +10,8 @@ float JSON embeddings: poolbench-locust with `--json-result`, `--csv` and `--pro
 every sample, as Prometheus would), and Locust's FastHttpUser (bench/plain_locustfile.py) with the
 same `--csv`. Both run under `nice`, sized for two shared cores. Every ~10 s this script reads each
 Locust process's RSS from /proc/PID/status and prints, per process, the least-squares slope of RSS in
-MB/min over the last 10 minutes (the last third of a run shorter than 30 minutes). Results go to
+MB/min over the last 10 minutes (the last third of a run shorter than 30 minutes), and whether
+poolbench-locust's is at most 0.02 MB/min and not above the plain client's. Results go to
 `bench/results/soak.json`.
 
 With --counts: minutes of steady load with 1-5 % injected faults; RSS, open fds and greenlets stay
@@ -271,6 +272,9 @@ def soak(seconds: int, users: int, rate: float, fault_rate: float, interval: flo
 
 SLOPE_WINDOW_S = 600
 """The slope is taken over the last 10 minutes of the run (the last third of a shorter run than 30)."""
+TARGET_SLOPE_MB_PER_MIN = 0.02
+"""Issue 42.5: poolbench-locust's slope over the last 10 minutes of 30 at most this, and not above the plain
+client's (whose Locust keeps its own history and per-second counts unbounded)."""
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -389,6 +393,10 @@ def side_by_side(seconds: int, users: int, rate: float, reset_rate: float, inter
     slopes = [p["slope_mb_per_min"] for p in out["processes"].values()]
     # Both processes run Locust, whose own per-second state grows (docs/results.md): the difference is ours.
     out["poolbench_own_slope_mb_per_min"] = None if None in slopes else round(slopes[0] - slopes[1], 4)
+    ours, plain = slopes
+    out["target_slope_mb_per_min"] = TARGET_SLOPE_MB_PER_MIN
+    out["meets_target"] = ours is not None and ours <= TARGET_SLOPE_MB_PER_MIN
+    out["not_above_plain"] = None not in slopes and ours <= plain
     return out
 
 
@@ -404,6 +412,12 @@ def side_by_side_main(minutes: float, users: int, rate: float, reset_rate: float
         )
     own = r["poolbench_own_slope_mb_per_min"]
     print(f"poolbench-locust's own (its slope less FastHttpUser's, Locust's own growth): {own} MB/min")
+    ours, plain = (p["slope_mb_per_min"] for p in r["processes"].values())
+    target = r["target_slope_mb_per_min"]
+    print(f"poolbench-locust's slope {ours} MB/min: at most {target}: {'yes' if r['meets_target'] else 'NO'};")
+    print(f"  not above FastHttpUser's ({plain}): {'yes' if r['not_above_plain'] else 'NO'}")
+    if r["seconds"] < 1800:
+        print(f"  (a {r['seconds'] / 60:g}-minute run: the target is for 30 minutes, its last 10)")
     print(f"JSON result: {r['json_result_bytes']} bytes, series at {r['json_result_series_seconds']} s,")
     print(f"  history every {r['json_result_history_interval_s']} s; /metrics {r['metrics_bytes']} bytes")
     print(machine_line())

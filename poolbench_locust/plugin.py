@@ -25,7 +25,7 @@ from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.json_sections import ResultEvents, result_events
 from poolbench_locust.locust_pages import PageEvents, page_events
-from poolbench_locust.metrics import clientload, inputs_summary, pooling_reports, tokengap
+from poolbench_locust.metrics import clientload, inputs_summary, locust_state, pooling_reports, tokengap
 from poolbench_locust.repeats import repeat_runs
 from poolbench_locust.request_limit import max_requests
 from poolbench_locust.results import json_result
@@ -71,6 +71,8 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # locust_pages' *_SECTION and *_TAB; of their keys in the JSON result, json_sections' *_JSON).
     chart_tabs.setup(events, pages)
     pooling_reports.setup(events, pages, results)
+    # Locust's own chart history and per-second counts, bounded as the plugin's history is.
+    locust_state.setup(events)
     clientload.setup(events, pages, results)
     inputs_summary.setup(events, results)  # after the client load's table: the inputs it was sent with
     # --find-capacity: after the client load, so its probe table and answer print after that table.

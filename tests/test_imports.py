@@ -22,12 +22,12 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Facts and tools that know no room: the wire formats, the per-environment store, the one way to
     # add to Locust's pages, the one way to add to the JSON result, the HTML tables, the early exit and the start
-    # checks' template, Locust's own options.
+    # checks' template, Locust's own options, a list of records kept on disk.
     (
         "base",
         (
             *("wire", "lazyjson", "store", "urls", "htmltables", "locust_pages", "json_sections", "lifecycle"),
-            *("texttable", "imageformats", "locust_options"),
+            *("texttable", "imageformats", "locust_options", "spool"),
         ),
     ),
     ("options", ("options",)),  # the option registry, its parsers and Settings

@@ -36,7 +36,24 @@ def test_tiers_hold_exactly_their_limit_over_a_day_and_cover_every_second():
     assert starts == [256 * i for i in range(len(groups))], "the groups are evenly spread"
 
 
-def test_history_holds_max_samples_from_ten_minutes_on_and_shows_them_evenly_spread():
+def test_tiers_keep_every_tick_up_to_their_limit_then_merge_the_oldest_narrow_pair():
+    tiers = Tiers(HOUR)
+    assert [tiers.add() for _ in range(HOUR)] == [None] * HOUR and tiers.widest == 1
+    assert tiers.add() == 0 and tiers.widths[:2] == [2, 1] and len(tiers) == HOUR
+    assert tiers.add() == 1 and tiers.widths[:3] == [2, 2, 1]
+
+
+def test_history_keeps_every_second_of_the_first_hour():
+    assert MAX_SAMPLES == HOUR
+    history = History()
+    for t in range(HOUR):
+        history.add({"time": float(t), "user_count": 1, "rows": []})
+    assert history.interval == 1 and [s["time"] for s in history.samples] == [float(t) for t in range(HOUR)]
+    history.add({"time": float(HOUR), "user_count": 1, "rows": []})
+    assert history.interval == 2 and len(history._kept) == MAX_SAMPLES, "past the hour: thinned, as many held"
+
+
+def test_history_holds_max_samples_from_the_first_hour_on_and_shows_them_evenly_spread():
     history = History()
     held = []
     for t in range(DAY):
@@ -45,7 +62,7 @@ def test_history_holds_max_samples_from_ten_minutes_on_and_shows_them_evenly_spr
             held.append(len(history._kept))
     assert held == [MAX_SAMPLES] * 24, "the same number held every hour of the day"
     shown = [s["time"] for s in history.samples]
-    assert len(shown) <= MAX_SAMPLES and history.interval == 256
+    assert len(shown) <= MAX_SAMPLES and history.interval == 32  # more than 3600 samples of 16 s, at most of 32
     assert shown[0] == 0.0 and shown[-1] >= DAY - history.interval
     assert {b - a for a, b in pairwise(shown)} == {history.interval}
 
@@ -70,7 +87,7 @@ def test_series_holds_max_blocks_per_name_over_hours_and_its_blocks_add_up_exact
     held = {key: len(blocks) for key, blocks in kept._kept.items()}
     assert held == dict.fromkeys([series.TOTAL, ("POST", "/x"), ("POST", "/y")], series.MAX_BLOCKS)
     out = kept.final(environment, pooling)
-    assert kept.width == 64  # 21,600 s: more than 600 blocks of 32 s, at most 600 of 64 s
+    assert kept.width == 8  # 21,600 s: more than 3600 blocks of 4 s, at most 3600 of 8 s
     total, x, y = out[series.TOTAL], out[("POST", "/x")], out[("POST", "/y")]
     assert len(total) <= series.MAX_BLOCKS
     assert all(b["seconds"] == kept.width for b in total[:-1]), "one width, stated as series_seconds"
@@ -85,12 +102,13 @@ def test_series_holds_max_blocks_per_name_over_hours_and_its_blocks_add_up_exact
 
 def test_compare_resamples_the_merged_blocks_of_a_long_run():
     kept = series.Series()
-    environment, pooling = _drive(kept, 2 * HOUR)
+    seconds = 3 * HOUR // 2
+    environment, pooling = _drive(kept, seconds)
     blocks = blocks_of({"series": kept.final(environment, pooling)[series.TOTAL]})
-    assert kept.width == 16 and len(blocks) == 2 * HOUR // 16 + (1 if blocks[-1]["seconds"] < 16 else 0)
+    assert kept.width == 2 and len(blocks) == seconds // 2 + (1 if blocks[-1]["seconds"] < 2 else 0)
     pieces = chunks(blocks)
     assert 10 <= len(pieces) <= MAX_CHUNKS
-    assert sum(p["requests"] for p in pieces) == 2 * HOUR + HOUR
+    assert sum(p["requests"] for p in pieces) == seconds + seconds // 2
 
 
 def test_failure_rows_stay_bounded_over_a_day_of_distinct_messages():

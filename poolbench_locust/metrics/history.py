@@ -5,12 +5,14 @@ the charts and the JSON result.
 A sample is the Aggregated row of `table.rows` (every name's row too with --csv-full-history),
 with the time, the user count and the TTFB and E2E percentiles of the requests of the last
 WINDOW_SECONDS (the run's percentiles flatten as the run grows; a chart needs the current ones).
-Memory stays the same however long the run, not only bounded: past MAX_SAMPLES samples (ten minutes
-at one a second), each new sample makes two neighbours of the narrowest width merge (`Tiers`), so
-exactly MAX_SAMPLES are held from then on, and what is shown (charts, the JSON result) is evenly spread
-at one interval, the widest kept: 1 s up to 10 minutes, 2 s up to 20, 4 s up to 40, ..., 256 s for a
-day. A halving list (drop every other sample when full, then fill again) would be bounded too, but
-would grow again for as long as it took to fill: memory would rise for hours of a steady run.
+Every second is kept for the first hour; memory stays the same however long the run, not only
+bounded: past MAX_SAMPLES samples (an hour at one a second), each new sample makes two neighbours of
+the narrowest width merge (`Tiers`), so exactly MAX_SAMPLES are held from then on, and what is shown
+(charts, the JSON result) is evenly spread at one interval, the widest kept: 1 s up to an hour, 2 s up
+to two, 4 s up to four, ..., 32 s for a day. A halving list (drop every other sample when full, then
+fill again) would be bounded too, but would grow again for as long as it took to fill: memory would
+rise for hours of a steady run. The samples themselves are on disk (`spool.SpooledList`): an hour of
+them held as dicts would grow the process all that hour.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.collector import Entry, PoolingStats
 from poolbench_locust.metrics.histogram import difference
 from poolbench_locust.metrics.table import rows
+from poolbench_locust.spool import SpooledList
 from poolbench_locust.store import Slot
 
-MAX_SAMPLES = 600
-"""Ten minutes at one sample a second; a longer run holds exactly this many, and shows at most this
-many, further apart. Smaller than the half hour it was, so that a half-hour soak stops growing after
-ten minutes (bench/soak.py); a chart is no more than 600 points wide anyway."""
+MAX_SAMPLES = 3600
+"""An hour at one sample a second; a longer run holds exactly this many, and shows at most this many,
+further apart (2 s up to two hours, 4 s up to four, ..., 32 s for a day). Held on disk, so an hour of
+samples costs the process 43 kB, not the ~10 MB they weigh as dicts (bench/soak.py)."""
 
 WINDOW_SECONDS = CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW
 """As Locust's current response time percentiles: the requests of the last 10 s."""
@@ -52,37 +55,58 @@ Sample = dict[str, Any]
 """{"time": epoch seconds, "user_count": users, "rows": [row, ...]}: rows as `table.rows` makes them
 plus WINDOW_COLUMNS, the Aggregated row last (and alone unless --csv-full-history)."""
 
-Snapshot = dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]]
-"""Request name (None for the total) -> its entry and its timings' dumps, at one tick. The entry
-tells a reset apart: Locust's reset replaces every entry, and a count alone may come out equal."""
+WINDOW_TICKS = round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC)
 
 
 class Window:
-    """The timing histograms of the last WINDOW_SECONDS ticks: the difference between now and the
-    oldest is the distribution of the requests of the window. Bounded: WINDOW_SECONDS + 1 dumps."""
+    """The timing histograms of the requests of the last WINDOW_TICKS ticks, per request name: what
+    each tick added (the difference between this tick's dump and the last one, holding only the
+    buckets hit in that tick), summed over the window. Held: one whole dump per name and timing (the
+    last tick's) and WINDOW_TICKS sparse ones, so memory follows the requests of the window, not every
+    bucket the run has seen (eleven whole dumps of every histogram grew with its buckets for as long
+    as new timings turned up: most of what a soak still grew by after ten minutes)."""
 
     def __init__(self) -> None:
-        self.snapshots: deque[Snapshot] = deque(maxlen=round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC) + 1)
+        self._last: dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]] = {}
+        """Name -> its entry and its timings' dumps at the last tick. The entry tells a reset apart:
+        Locust's reset replaces every entry, and a count alone may come out equal."""
+        self._added: dict[str | None, deque[dict[str, dict[str, Any]]]] = {}
+        """Name -> what each of the last WINDOW_TICKS ticks added, per timing, oldest first."""
 
     def clear(self) -> None:
-        self.snapshots.clear()
+        self._last.clear()
+        self._added.clear()
+
+    def held(self) -> int:
+        """The dumps held, whole and sparse: bounded by the names, never by the run's length."""
+        return sum(len(dumps) for _, dumps in self._last.values()) + sum(
+            len(added) for ticks in self._added.values() for added in ticks
+        )
 
     def figures(self, entries: list[tuple[str | None, Entry]]) -> list[dict[str, Any]]:
         """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's dumps are kept for the next ones."""
-        now: Snapshot = {name: (e, {key: e.timings[key].dump() for key, _ in WINDOW_TIMINGS}) for name, e in entries}
-        oldest = self.snapshots[0] if self.snapshots else {}
-        figures = []
+        figures, last = [], {}
         for name, entry in entries:
-            then = oldest.get(name)
-            before = then[1] if then is not None and then[0] is entry else {}
+            now = {key: entry.timings[key].dump() for key, _ in WINDOW_TIMINGS}
+            then, ticks = self._last.get(name), self._added.get(name)
+            if then is None or then[0] is not entry or ticks is None:  # new, or reset: the window starts again
+                ticks = self._added[name] = deque(maxlen=WINDOW_TICKS)
+                before: dict[str, dict[str, Any]] = {}
+            else:
+                before = then[1]
+            ticks.append({key: difference(now[key], before.get(key)) for key, _ in WINDOW_TIMINGS})
+            last[name] = (entry, now)
             values: dict[str, Any] = {}
             for key, title in WINDOW_TIMINGS:
                 histogram = type(entry.timings[key])()
-                histogram.merge(difference(now[name][1][key], before.get(key)))
+                for added in ticks:
+                    histogram.merge(added[key])
                 for p in WINDOW_PERCENTILES:
                     values[window_column(title, p)] = histogram.percentile(p) if histogram.n else None
             figures.append(values)
-        self.snapshots.append(now)
+        self._last = last
+        for name in [n for n in self._added if n not in last]:
+            del self._added[name]  # a name no longer shown (reset): nothing of it held
         return figures
 
 
@@ -92,32 +116,49 @@ class Tiers:
     starting on a multiple of twice their width). The widths stay powers of two, never narrower
     towards the past, and every entry starts on a multiple of its own width: grouped by the widest
     width they read as evenly spread entries, however long the run. The caller merges its own
-    entries where `add` says."""
+    entries where `add` says.
+
+    As the widths never narrow towards the past, the entries of one width are neighbours, and the
+    oldest pair of the narrowest width that has two is the first two of its run, which starts on a
+    multiple of twice that width (every wider entry before it is a multiple of it): so only how many
+    entries each width has is kept (`_counts[k]`, width 2**k), and a tick costs a few steps, not one
+    per entry (a limit of an hour of seconds is 3600 entries)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.widths: list[int] = []
+        self._counts: list[int] = []
+        self._held = 0
+
+    def __len__(self) -> int:
+        return self._held
 
     def add(self) -> int | None:
         """One more tick; if two entries merge, the index of the first (the second, i + 1, is gone)."""
-        self.widths.append(1)
-        if len(self.widths) <= self.limit:
+        if not self._counts:
+            self._counts.append(0)
+        self._counts[0] += 1
+        self._held += 1
+        if self._held <= self.limit:
             return None
-        best, at, start = 0, None, 0
-        widths = self.widths
-        for i in range(len(widths) - 1):
-            width = widths[i]
-            if width == widths[i + 1] and start % (2 * width) == 0 and (at is None or width < best):
-                best, at = width, i
-            start += width
-        if at is not None:  # always, past a few dozen entries: limit entries cannot all differ in width
-            widths[at] *= 2
-            del widths[at + 1]
-        return at
+        for k, count in enumerate(self._counts):
+            if count >= 2:
+                at = sum(self._counts[k + 1 :])  # the wider entries before the run of width 2**k
+                self._counts[k] -= 2
+                if k + 1 == len(self._counts):
+                    self._counts.append(0)
+                self._counts[k + 1] += 1
+                self._held -= 1
+                return at
+        return None  # only with a limit below the number of widths (a handful): nothing merges
+
+    @property
+    def widths(self) -> list[int]:
+        """Each entry's width, oldest first."""
+        return [1 << k for k in reversed(range(len(self._counts))) for _ in range(self._counts[k])]
 
     @property
     def widest(self) -> int:
-        return max(self.widths, default=1)
+        return max((1 << k for k, count in enumerate(self._counts) if count), default=1)
 
     def groups(self) -> list[list[int]]:
         """Indexes of the entries, grouped into spans of the widest width (each starts on a multiple of it)."""
@@ -131,14 +172,16 @@ class Tiers:
         return out
 
     def clear(self) -> None:
-        self.widths.clear()
+        self._counts.clear()
+        self._held = 0
 
 
 class History:
-    """The samples of the run: exactly MAX_SAMPLES held past ten minutes, shown evenly spread."""
+    """The samples of the run: every second's for the first hour, then exactly MAX_SAMPLES held, shown
+    evenly spread; on disk (spool.SpooledList), 12 bytes of memory a sample."""
 
     def __init__(self) -> None:
-        self._kept: list[Sample] = []
+        self._kept = SpooledList()
         """Each the first sample of its entry in `_tiers` (the sample at the start of its span)."""
         self._tiers = Tiers(MAX_SAMPLES)
         self.window = Window()

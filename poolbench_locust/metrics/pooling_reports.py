@@ -213,8 +213,8 @@ HISTORY_SCHEMA = {
     "required": ["interval_s", "samples"],
     "properties": {
         "interval_s": {
-            "description": "Seconds between the samples kept (metrics/history.py): 1 for a run up to 10 minutes,"
-            " then the smallest power of two that keeps at most 600 samples.",
+            "description": "Seconds between the samples kept (metrics/history.py): 1 for a run up to an hour,"
+            " then the smallest power of two that keeps at most 3600 samples.",
             "type": "number",
             "exclusiveMinimum": 0,
         },

@@ -84,8 +84,8 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
 
 SERIES_SECONDS_SCHEMA = {
-    "description": "Seconds each block of every `series` covers (results/series.py): 1 for a run up to 10 minutes,"
-    " then the smallest power of two that keeps at most 600 blocks (2 up to 20 minutes, 4 up to 40, ..., 256 for a"
+    "description": "Seconds each block of every `series` covers (results/series.py): 1 for a run up to an hour,"
+    " then the smallest power of two that keeps at most 3600 blocks (2 up to two hours, 4 up to four, ..., 32 for a"
     " day).",
     "type": "number",
     "exclusiveMinimum": 0,

@@ -10,11 +10,12 @@ when the document is written, after the workers' last reports.
 
 On a master a block holds what the workers' reports brought in that second (each worker reports
 every 3 s), not what was sent in it: compare merges seconds into blocks of several seconds before
-resampling. Memory stays the same however long the run, not only bounded: past MAX_BLOCKS blocks
-(ten minutes), each new second makes two neighbouring blocks of the narrowest width merge
-(metrics/history.py's `Tiers`), so exactly MAX_BLOCKS are held per name. `final` hands out the
-blocks at one width, the widest kept (`width`, written as `series_seconds` in the JSON result): 1 s
-up to 10 minutes, 2 s up to 20, 4 s up to 40, ..., 256 s for a day.
+resampling. Every second is kept for the first hour; memory stays the same however long the run,
+not only bounded: past MAX_BLOCKS blocks (an hour), each new second makes two neighbouring blocks of
+the narrowest width merge (metrics/history.py's `Tiers`), so exactly MAX_BLOCKS are held per name.
+`final` hands out the blocks at one width, the widest kept (`width`, written as `series_seconds` in
+the JSON result): 1 s up to an hour, 2 s up to two, 4 s up to four, ..., 32 s for a day. The blocks
+are on disk (`spool.SpooledList`), 12 bytes of memory each.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from locust.stats import StatsEntry
 from poolbench_locust.metrics.collector import AGGREGATED, Entry, PoolingStats
 from poolbench_locust.metrics.histogram import locust_counts
 from poolbench_locust.metrics.history import Tiers
+from poolbench_locust.spool import SpooledList
 from poolbench_locust.store import Slot
 
-MAX_BLOCKS = 600
-"""Ten minutes at one block a second; a longer run holds exactly this many, each covering more seconds.
-compare merges them into at most 100 chunks anyway, and a block's histograms weigh some kB: held at
-1 s for an hour, they would grow a process by ~10 kB a second per name."""
+MAX_BLOCKS = 3600
+"""An hour at one block a second; a longer run holds exactly this many, each covering more seconds. A
+block's histograms weigh some kB: held in memory at 1 s for an hour, they would grow a process by
+~10 kB a second per name, so they are held on disk."""
 SAMPLE_INTERVAL_S = 1.0
 
 Block = dict[str, Any]
@@ -134,7 +136,7 @@ class Series:
     """The blocks of each name, one entry per span of `_tiers` (None before the name's first request)."""
 
     def __init__(self) -> None:
-        self._kept: dict[Key, list[Block | None]] = {}
+        self._kept: dict[Key, SpooledList] = {}
         self._tiers = Tiers(MAX_BLOCKS)
         self._last: dict[Key, _Snapshot] = {}
         self._last_time: float | None = None
@@ -145,6 +147,8 @@ class Series:
         return self._tiers.widest * SAMPLE_INTERVAL_S
 
     def clear(self) -> None:
+        for kept in self._kept.values():
+            kept.clear()  # its file closed now, not when the collector finds it
         self._kept.clear()
         self._tiers.clear()
         self._last.clear()
@@ -162,10 +166,14 @@ class Series:
         now = time.time() if now is None else now
         snaps = self._snapshots(environment, stats)
         start = self._last_time if self._last_time is not None else stats.start_time
-        spans = len(self._tiers.widths)
+        spans = len(self._tiers)
         for key, snap in snaps.items():
             block = snap.minus(self._last.get(key, _Snapshot()), start, max(now - start, 0.0))
-            self._kept.setdefault(key, [None] * spans).append(block)
+            if key not in self._kept:
+                self._kept[key] = SpooledList()
+                for _ in range(spans):
+                    self._kept[key].append(None)
+            self._kept[key].append(block)
         for key, kept in self._kept.items():
             if key not in snaps:  # every list holds one entry per span
                 kept.append(None)
