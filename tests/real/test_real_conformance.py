@@ -29,7 +29,10 @@ LOCUSTFILE = str(Path(__file__).with_name("all_users.py"))
 DIM = 384
 """all-MiniLM-L6-v2's embedding dimension."""
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
-RUN_S = 4
+CELL_REQUESTS = 20
+"""Each cell's run ends at this many requests (--max-requests): what the cell checks is counts and agreement."""
+RUN_S = 30
+"""...and within this many seconds whatever the server's speed (a cell's own -t, given after, wins)."""
 LATENCY_SLACK_MS = 10.0
 LATENCY_SLACK_SHARE = 0.25
 """How far the client's mean E2E may lie above vLLM's: its e2e_request_latency starts when the engine
@@ -60,7 +63,8 @@ def headless(server: RealServer, user_class: str, *args: str, tmp: Path, preflig
     prefix = tmp / user_class
     done = run_locust(
         LOCUSTFILE,
-        *(user_class, "--model", server.model, "--stop-timeout", "10", "--only-summary", *args),
+        *(user_class, "--model", server.model, "--stop-timeout", "10", "--only-summary"),
+        *("--max-requests", str(CELL_REQUESTS), *args),
         users=1,
         run_time=f"{RUN_S}s",
         host=server.url,
