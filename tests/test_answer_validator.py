@@ -49,7 +49,7 @@ def test_a_local_run_says_its_validator_once_and_records_it(built: bool, mock_se
         "locustfiles/demo.py",
         host=mock_server.url,
         users=2,
-        run_time="2s",
+        requests=20,
         json_result=result,
         env=None if built else without_c_pass(tmp_path / "hide"),
     )

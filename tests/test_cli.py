@@ -13,7 +13,7 @@ from tests.support.locust_run import csv_rows, run_locust
 
 def test_demo_runs_against_the_embedded_mock_without_a_host(tmp_path):
     prefix = tmp_path / "demo"
-    result = run_locust("locustfiles/demo.py", users=4, run_time="3s", csv=prefix)
+    result = run_locust("locustfiles/demo.py", users=4, requests=60, csv=prefix)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "started the bundled mock server at http://127.0.0.1:" in result.stderr
     rows = csv_rows(Path(f"{prefix}_stats.csv"))

@@ -35,9 +35,10 @@ def results(mock_server_factory, tmp_path_factory) -> dict[str, Path]:
         done = run_locust(
             "locustfiles/embeddings.py",
             *("--input-len", "8", "--stop-timeout", "3"),
+            *("--consistency-rate", "1"),  # every reference answer compared: a run of 80 requests is short
             host=mock.url,
             users=8,
-            run_time="3s",
+            requests=80,
             json_result=out[label],
             env=CONSISTENCY_ON,
             timeout=90,

@@ -46,14 +46,21 @@ def non_identical(figures: dict[str, Any]) -> int:
     return round(figures["compared"] * (1 - figures["identical_ratio"]))
 
 
-def headless(tmp_path: Path, *args: str, host: str | None = None, users: int = 8, run_time: str = "3s") -> Any:
+RUN_REQUESTS = 80
+"""A run's length, in requests: a few seconds on a loaded machine may be spent on the reference requests."""
+COMPARED = ("--consistency-rate", "1")
+"""Every answer that carries a reference compared: a run of RUN_REQUESTS may last well under a second, and
+the budget's one a second would compare one or two."""
+
+
+def headless(tmp_path: Path, *args: str, host: str | None = None, users: int = 8) -> Any:
     done = run_locust(
         "locustfiles/embeddings.py",
         *LOAD,
         *args,
         host=host,
         users=users,
-        run_time=run_time,
+        requests=RUN_REQUESTS,
         json_result=tmp_path / "result.json",
         env=CONSISTENCY_ON,
         timeout=90,
@@ -111,12 +118,12 @@ def mock_url(stderr: str) -> str:
 
 
 def test_the_bundled_mock_drifts_as_asked_and_one_user_never_sees_it(tmp_path: Path) -> None:
-    done = headless(tmp_path, "--mock-drift-above", "1")
+    done = headless(tmp_path, *COMPARED, "--mock-drift-above", "1")
     assert "--mock-drift-above 1" in done.stderr
     total = json.loads((tmp_path / "result.json").read_text())["consistency"]["total"]
     assert total["compared"] > 0 and total["identical_ratio"] < 1
     assert total["cosine_min"] == pytest.approx(DRIFTED_COSINE, abs=1e-6)
-    headless(tmp_path, "--mock-drift-above", "1", users=1)
+    headless(tmp_path, *COMPARED, "--mock-drift-above", "1", users=1)
     total = json.loads((tmp_path / "result.json").read_text())["consistency"]["total"]
     assert total["compared"] > 0 and total["identical_ratio"] == 1.0
 
@@ -126,8 +133,9 @@ def test_the_bundled_mock_flips_rankings_as_asked(tmp_path: Path) -> None:
         "locustfiles/rerank.py",
         *LOAD,
         *("--documents", "4", "--mock-flip-above", "1"),
+        *COMPARED,
         users=8,
-        run_time="3s",
+        requests=RUN_REQUESTS,
         json_result=tmp_path / "result.json",
         env=CONSISTENCY_ON,
         timeout=90,
@@ -241,9 +249,10 @@ def test_a_run_s_endpoint_serves_what_the_json_result_holds(mock_server_factory,
         "locustfiles/embeddings.py",
         *LOAD,
         *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-linger", "4"),
+        *COMPARED,
         headless=True,
         users=8,
-        run_time="3s",
+        requests=RUN_REQUESTS,
         host=mock.url,
         json_result=tmp_path / "result.json",
     )

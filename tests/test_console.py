@@ -93,7 +93,7 @@ def test_a_server_counting_characters_shows_in_the_console_and_the_log(tmp_path)
     locustfile = tmp_path / "infinity_embeddings.py"
     locustfile.write_text("from poolbench_locust import InfinityEmbeddingsUser  # noqa: F401\n")
     with served("infinity_counting_characters") as url:
-        result = run_locust(str(locustfile), "--input-len", "8", host=url, users=2, run_time="3s")
+        result = run_locust(str(locustfile), "--input-len", "8", host=url, users=2, requests=20)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("Pooling statistics") :]
     assert "Client Tokens" in summary and "Token Gap %" in summary
@@ -103,7 +103,7 @@ def test_a_server_counting_characters_shows_in_the_console_and_the_log(tmp_path)
 
 def test_the_demo_mock_splits_time_to_headers_and_transfer(tmp_path: Path) -> None:
     prefix = tmp_path / "demo"
-    result = run_locust("locustfiles/demo.py", users=4, run_time="3s", csv=prefix)
+    result = run_locust("locustfiles/demo.py", users=4, requests=40, csv=prefix)
     assert result.returncode == 0, result.stderr[-2000:]
     row = csv_rows(Path(f"{prefix}_pooling.csv"))["Aggregated"]
     ttfb, transfer, e2e = (float(row[f"{what} 50%"]) for what in ("TTFB", "Transfer", "E2E"))

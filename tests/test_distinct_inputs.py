@@ -39,12 +39,13 @@ def _urls(body: bytes) -> list[str]:
 
 
 def _run(server: Any, tmp_path: Any, *args: str) -> tuple[Any, dict[str, Any]]:
-    """A short run of 4 users; the master's preflight request on (its image is one no worker sends)."""
+    """A run of 4 users and at least 100 requests; the master's preflight request on (its image is one no worker
+    sends)."""
     done = run_locust(
         "locustfiles/embeddings_chat.py",
         *args,
         users=4,
-        run_time="4s",
+        requests=100,
         host=server.url,
         json_result=tmp_path / "run.json",
         env=PREFLIGHT_ON,

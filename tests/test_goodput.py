@@ -91,7 +91,7 @@ def test_goodput_is_in_the_csv_the_console_and_the_html_report_and_names_its_flo
     slo = ["--slo", "e2e_ms=20000", "--check-min-goodput", "100000000"]
     outputs = ["--csv", str(prefix), "--html", str(report)]
     result = run_locust(
-        "locustfiles/embeddings.py", *LOAD, *STOP, *slo, *outputs, users=2, run_time="2s", host=mock_server.url
+        "locustfiles/embeddings.py", *LOAD, *STOP, *slo, *outputs, users=2, requests=20, host=mock_server.url
     )
     assert result.returncode == 3
     assert re.search(

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from poolbench_locust.options import ALL_OPTIONS
-from tests.support.locust_run import ROOT
+from tests.support.locust_run import COUNTED_RUN_CAP, ROOT
 
 
 def poolbench_locust(*args: str) -> subprocess.CompletedProcess[str]:
@@ -36,8 +36,9 @@ def test_help_lists_every_option_of_the_plugin(args: list[str]) -> None:
 def test_it_runs_locust_with_the_same_arguments(tmp_path) -> None:
     prefix = tmp_path / "run"
     result = poolbench_locust(
-        "-f", "locustfiles/embeddings.py", "--headless", "-u", "1", "-r", "1", "-t", "2s", "--csv", str(prefix)
-    )
+        "-f", "locustfiles/embeddings.py", "--headless", "-u", "1", "-r", "1", "-t", COUNTED_RUN_CAP,
+        "--max-requests", "10", "--csv", str(prefix),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Pooling statistics" in result.stderr
     assert (tmp_path / "run_pooling.csv").exists()

@@ -68,7 +68,7 @@ def test_the_preflight_names_the_path_it_requested(mock_server):
 def test_the_stats_and_failures_name_the_path_requested(mock_server, tmp_path, suffix, failed):
     prefix = tmp_path / "run"
     result = run_locust(
-        "locustfiles/embeddings.py", users=2, run_time="2s", host=f"{mock_server.url}{suffix}", csv=prefix
+        "locustfiles/embeddings.py", users=2, requests=20, host=f"{mock_server.url}{suffix}", csv=prefix
     )
     assert result.returncode == (1 if failed else 0), result.stderr[-2000:]
     path = f"{suffix.rstrip('/')}/v1/embeddings"

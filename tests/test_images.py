@@ -148,7 +148,7 @@ def test_the_vllm_form_family_runs_clean_under_locust(mock_server, tmp_path):
         "from poolbench_locust import CohereEmbedUser, EmbeddingsChatUser, PoolingUser, RerankUser, ScoreUser  # noqa\n"
     )
     done = run_locust(
-        locustfile, *SMALL, headless=True, users=5, run_time="3s", host=mock_server.url, csv=tmp_path / "run"
+        locustfile, *SMALL, headless=True, users=5, requests=50, host=mock_server.url, csv=tmp_path / "run"
     )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = done.csv("stats")

@@ -89,7 +89,7 @@ def test_kserve_runs_against_the_bundled_mock_with_no_failure(tmp_path, encoding
         "--check-vectors",
         *LOAD,
         users=2,
-        run_time="3s",
+        requests=20,
         csv=tmp_path / "run",
     )
     assert run.returncode == 0, run.stderr[-2000:]

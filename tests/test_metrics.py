@@ -39,7 +39,7 @@ def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, 
             *("--master", "--master-bind-port", port, "--expect-workers", "2", "--stop-timeout", "5"),
             host=mock_server.url,
             users=6,
-            run_time="4s",
+            requests=50,
             csv=prefix,
             timeout=90,
         )
@@ -60,7 +60,7 @@ def test_processes_two_count_exactly_what_the_mock_served(mock_server, tmp_path)
         *("--processes", "2", "--stop-timeout", "5"),
         host=mock_server.url,
         users=6,
-        run_time="4s",
+        requests=50,
         csv=prefix,
         timeout=90,
     )
@@ -79,7 +79,7 @@ def test_one_process_html_report_holds_the_pooling_table(mock_server, tmp_path):
         *("--stop-timeout", "5", "--html", str(report)),
         host=mock_server.url,
         users=2,
-        run_time="3s",
+        requests=20,
         csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -160,7 +160,7 @@ def test_checks_set_the_exit_code(mock_server_factory, check, passes):
 def test_failed_check_of_fail_ratio_names_the_counts(mock_server_factory):
     mock = mock_server_factory("--fault", "status-503=0.5", "--seed", "3")
     result = run_locust(
-        "locustfiles/embeddings.py", *LOAD, "--check-fail-ratio", "0.1", host=mock.url, users=2, run_time="2s"
+        "locustfiles/embeddings.py", *LOAD, "--check-fail-ratio", "0.1", host=mock.url, users=2, requests=20
     )
     assert result.returncode == 3
     assert re.search(r"Check failed: --check-fail-ratio 0.1: \d+ of \d+ failed", result.stderr)

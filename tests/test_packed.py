@@ -211,7 +211,7 @@ def test_a_run_counts_each_spoiled_answer_once_and_the_rest_clean(mock_server_fa
     done = run_locust(
         "locustfiles/cohere_embed.py",
         *(*COHERE_MODEL, "--embedding-type", "int8", "--dimensions", "256", "--batch-size", "4", "--input-len", "6"),
-        host=server.url, users=4, run_time="3s", csv=tmp_path / "run",
+        host=server.url, users=4, requests=40, csv=tmp_path / "run",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]  # failed requests: Locust's own exit code
     row = done.csv()["/v2/embed"]
@@ -238,7 +238,7 @@ def test_a_run_counts_each_spoiled_answer_once_and_the_rest_clean(mock_server_fa
 )
 def test_a_run_against_the_bundled_mock_answers_in_the_type_asked(tmp_path, locustfile, user, route, args):
     """No --host: the bundled mock answers as the class's server, Infinity started with the --embedding-type."""
-    done = run_locust(locustfile, "--batch-size", "3", "--check-vectors", *args, user, users=2, run_time="2s",
+    done = run_locust(locustfile, "--batch-size", "3", "--check-vectors", *args, user, users=2, requests=20,
                       csv=tmp_path / "run")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     row = done.csv("pooling")[route]

@@ -37,7 +37,7 @@ def test_no_preflight_sends_the_run_as_before(mock_server, tmp_path):
         "locustfiles/embeddings.py",
         *("--endpoint-path", "/v1/embedz", "--no-preflight"),
         users=2,
-        run_time="2s",
+        requests=20,
         host=mock_server.url,
         csv=tmp_path / "r",
         env=PREFLIGHT_ON,
@@ -74,7 +74,7 @@ def test_a_huge_error_message_is_cut_in_the_line_that_stops_the_run():
 def test_a_server_error_is_logged_and_the_run_goes_on(mock_server_factory, tmp_path):
     mock = mock_server_factory("--fault", "status-503=1")
     result = run_locust(
-        "locustfiles/embeddings.py", users=2, run_time="2s", host=mock.url, csv=tmp_path / "r", env=PREFLIGHT_ON
+        "locustfiles/embeddings.py", users=2, requests=20, host=mock.url, csv=tmp_path / "r", env=PREFLIGHT_ON
     )
     assert re.search(
         r"WARNING/poolbench_locust: preflight: EmbeddingsUser .*HTTP 503: .*the run goes on", result.stderr

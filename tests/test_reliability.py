@@ -150,8 +150,9 @@ MATRIX: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
 RESENT_FAULTS = frozenset({"reset-before-headers", "close-before-headers"})
 """Faults that, on a reused connection, are resent once instead of failing (a stale keep-alive connection)."""
 MATRIX_USERS = 12
-MATRIX_SECONDS = 5
-MATRIX_MIN_REQUESTS = 1000
+MATRIX_REQUESTS = 1000
+"""A matrix run's length in requests (--max-requests), enough for each fault to be injected at its rate: 5 s
+of a loaded machine ended 962."""
 
 
 OWN_RUNS = {
@@ -191,7 +192,7 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
         *("--exit-code-on-error", "0"),  # the injected failures are expected: any other exit code is an error
         host=mock.url,
         users=MATRIX_USERS,
-        run_time=f"{MATRIX_SECONDS}s",
+        requests=MATRIX_REQUESTS,
         csv=prefix,
         env={soak.USERS_ENV: ",".join(users), soak.TRACK_ENV: str(track)},
         timeout=90,
@@ -221,7 +222,7 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     # less the stale attempts it resent.
     total = csv_rows(Path(f"{prefix}_stats.csv"))["Aggregated"]
     requests_, failures = int(total["Request Count"]), int(total["Failure Count"])
-    assert requests_ >= MATRIX_MIN_REQUESTS, requests_
+    assert requests_ >= MATRIX_REQUESTS, requests_
     assert requests_ + retries == served["requests"]
     assert failures + retries == sum(served["faults"].values()) and requests_ - failures == served["ok"]
     assert Path(f"{prefix}_exceptions.csv").read_text().count("\n") <= 1, "no client error behind a failure"
@@ -229,14 +230,14 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     # Every user went on after its failures, to the end of the run.
     per_user = json.loads(track.read_text())
     assert len(per_user) == MATRIX_USERS
-    assert all(u["after"] for u in per_user if u["failures"]), per_user
+    assert all(u["after"] for u in per_user if u["failures"]), [u for u in per_user if u["failures"] and not u["after"]]
     assert resendable or all(u["failures"] for u in per_user), per_user  # resent faults may spare a user
 
-    # The run ends on time: -t after the users started, then at most the deadline of the last request.
-    stop = log_time(result.stderr, "--run-time limit reached")
-    assert MATRIX_SECONDS - 0.5 < stop - log_time(result.stderr, "Ramping to") < MATRIX_SECONDS + 1.5
+    # The run ends on its count, not the -t cap, then at most the deadline of the last request (a stall).
+    stop = log_time(result.stderr, f"--max-requests {MATRIX_REQUESTS} reached")
+    assert "--run-time limit reached" not in result.stderr
     assert log_time(result.stderr, "Shutting down (exit code") - stop < REQUEST_TIMEOUT_S + 3.0
-    assert elapsed < MATRIX_SECONDS + 20
+    assert elapsed < 60
 
 
 def test_connection_refused_mixed_into_a_healthy_run(mock_server):

@@ -44,7 +44,7 @@ def test_truncate_and_extra_body_reach_vllm_in_every_request():
             *LOAD,
             *("--truncate", "end", "--extra-body", '{"priority": 1, "use_activation": false}'),
             host=url,
-            run_time="2s",
+            requests=20,
         )
         seen = bodies(url)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -64,7 +64,7 @@ def test_truncate_reaches_tei_as_its_truncate_field():
             *("--truncate", "start"),
             host=url,
             users=2,
-            run_time="2s",
+            requests=20,
         )
         seen = bodies(url)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -275,7 +275,7 @@ def test_cohere_embed_user_with_input_type_runs_clean_against_cohere(mock_server
         *LOAD,
         *("--model", "embed-english-v3.0", "--input-type", "search_document", "--truncate", "end"),
         host=server.url,
-        run_time="2s",
+        requests=20,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     stats = server.stats()

@@ -362,7 +362,7 @@ def test_a_headless_token_embed_run_against_the_bundled_mock_has_no_failure(tmp_
     done = run_locust(
         "locustfiles/embeddings.py",
         "--pooling-task", "token_embed", "--late-chunk-size", "4", *VARIED,
-        users=2, run_time="2s", csv=tmp_path / "run",
+        users=2, requests=20, csv=tmp_path / "run",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     row = done.csv()["Aggregated"]

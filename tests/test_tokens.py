@@ -194,7 +194,7 @@ def test_a_run_without_server_counts_warns_once_naming_the_route_and_its_csv_say
         *("--endpoint-path", "/v2/rerank", "--documents", "4", "--input-len", "6"),
         host=mock.url,
         users=4,
-        run_time="2s",
+        requests=20,
         csv=tmp_path / "run",
     )
     assert result.returncode == 0, result.stderr[-3000:]

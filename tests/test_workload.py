@@ -137,7 +137,7 @@ def test_infinity_counts_characters_and_the_gap_shows_it(mock_server, tmp_path):
         *("--stop-timeout", "5", "--input-len", "5"),
         host=mock_server.url,
         users=2,
-        run_time="2s",
+        requests=20,
         csv=prefix,
     )
     assert result.returncode == 0, result.stderr[-2000:]

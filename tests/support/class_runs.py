@@ -8,6 +8,9 @@ from pathlib import Path
 
 from tests.support.locust_run import LOAD, run_locust
 
+RUN_REQUESTS = 20
+"""A run's length in requests, not seconds: a few seconds on a loaded machine may end none."""
+
 
 @dataclass(frozen=True)
 class CleanRun:
@@ -22,10 +25,10 @@ class CleanRun:
 
 
 def run_against_embedded_mock(tmp_path: Path, locustfile: str, user: str, route: str, *args: str) -> CleanRun:
-    """`locust -f LOCUSTFILE USER` without --host, headless for 3 s with the small LOAD: the embedded mock
-    answers in the flavor of the class's server."""
+    """`locust -f LOCUSTFILE USER` without --host, headless for RUN_REQUESTS requests with the small LOAD: the
+    embedded mock answers in the flavor of the class's server."""
     prefix = tmp_path / user
-    done = run_locust(locustfile, *LOAD, *args, user, users=2, run_time="3s", csv=prefix)
+    done = run_locust(locustfile, *LOAD, *args, user, users=2, requests=RUN_REQUESTS, csv=prefix)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "started the bundled mock server at http://127.0.0.1:" in done.stderr
     with Path(f"{prefix}_pooling.csv").open(newline="") as f:

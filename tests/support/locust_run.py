@@ -20,6 +20,9 @@ CONSISTENCY_ON = {"LOCUST_NO_CONSISTENCY": "false"}
 """The consistency check's reference requests, off in the suite's runs (tests/conftest.py)."""
 """tests/conftest.py turns the preflight off for the suite; a run given this env turns it back on."""
 RUN_TIMEOUT_S = 60.0
+COUNTED_RUN_CAP = "45s"
+"""-t for a run bounded by `requests=` alone: a cap that only a broken run reaches, so that it still stops by
+itself (and within RUN_TIMEOUT_S, so the test fails on its own assertions, not on a kill)."""
 
 
 def csv_rows(path: Path | str) -> dict[str, dict[str, str]]:
@@ -35,13 +38,17 @@ def locust_argv(
     users: int | None = None,
     spawn_rate: float | None = None,
     run_time: str | None = None,
+    requests: int | None = None,
     host: str | None = None,
     csv: Path | str | None = None,
     json_result: Path | str | None = None,
 ) -> list[str]:
-    """`python -m locust [-f LOCUSTFILE] [--headless] [-u N -r R] [-t T] [--host H] [--csv P] [--json-result J] ARGS`.
+    """`python -m locust [-f LOCUSTFILE] [--headless] [-u N -r R] [-t T] [--max-requests N] [--host H] [--csv P]
+    [--json-result J] ARGS`.
 
-    The spawn rate defaults to the number of users (all start at once), as almost every run here wants."""
+    The spawn rate defaults to the number of users (all start at once), as almost every run here wants.
+    `requests` ends the run once that many requests have ended, however slow the machine (a run of a few
+    seconds on a loaded one may end none); without `run_time`, -t COUNTED_RUN_CAP still bounds it."""
     argv = [sys.executable, "-m", "locust"]
     if locustfile is not None:
         argv += ["-f", str(locustfile)]
@@ -53,6 +60,10 @@ def locust_argv(
         argv += ["-r", str(spawn_rate)]
     if run_time is not None:
         argv += ["-t", run_time]
+    elif requests is not None:
+        argv += ["-t", COUNTED_RUN_CAP]
+    if requests is not None:
+        argv += ["--max-requests", str(requests)]
     if host is not None:
         argv += ["--host", host]
     if csv is not None:
@@ -90,6 +101,7 @@ def run_locust(
     users: int | None = None,
     spawn_rate: float | None = None,
     run_time: str | None = None,
+    requests: int | None = None,
     host: str | None = None,
     csv: Path | str | None = None,
     json_result: Path | str | None = None,
@@ -106,6 +118,7 @@ def run_locust(
         users=users,
         spawn_rate=spawn_rate,
         run_time=run_time,
+        requests=requests,
         host=host,
         csv=csv,
         json_result=json_result,
