@@ -97,11 +97,27 @@ class Tally:
     """What this process sent, per user and in total, from the request events."""
 
     def __init__(self) -> None:
-        self.users: dict[int, dict[str, int]] = defaultdict(lambda: {"requests": 0, "failures": 0, "after": 0})
+        self.users: dict[int, dict[str, float]] = defaultdict(lambda: {"requests": 0, "failures": 0, "after": 0})
         self.total = {"requests": 0, "failures": 0, "input_tokens": 0, "sequences": 0, "sent_bytes": 0}
+        self.stopping: float | None = None
+        """When the run began to stop (test_stopping), on the monotonic clock."""
+
+    def on_stopping(self, **_: Any) -> None:
+        self.stopping = self.stopping or time.monotonic()
+
+    def per_user(self) -> list[dict[str, float]]:
+        """Each user's counts, and `ended_before_stop_s`: how long before the run began to stop its last request
+        ended (negative: after; a request in flight at the stop ends within --stop-timeout)."""
+        stopping = self.stopping or time.monotonic()
+        return [
+            {**{k: v for k, v in user.items() if k != "last_end"},
+             "ended_before_stop_s": round(stopping - user.get("last_end", stopping), 3)}
+            for user in self.users.values()
+        ]  # fmt: skip
 
     def on_request(self, exception: BaseException | None, context: dict[str, Any], **_: Any) -> None:
         user = self.users[context.get("user_id", 0)]
+        user["last_end"] = time.monotonic()
         if user["failures"]:
             user["after"] += 1  # a request after its first failure: the user went on
         user["requests"] += 1
@@ -165,6 +181,7 @@ def _declare_locustfile(names: str) -> None:
 
     tally = Tally()
     events.request.add_listener(tally.on_request)
+    events.test_stopping.add_listener(tally.on_stopping)
 
     @events.init.add_listener
     def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
@@ -186,7 +203,7 @@ def _declare_locustfile(names: str) -> None:
     @events.quitting.add_listener
     def on_quitting(**_: Any) -> None:
         if track := os.environ.get(TRACK_ENV):
-            Path(track).write_text(json.dumps(list(tally.users.values())))
+            Path(track).write_text(json.dumps(tally.per_user()))
 
 
 if names := os.environ.get(USERS_ENV):
