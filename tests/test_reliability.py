@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -228,13 +229,20 @@ def test_every_fault_is_counted_once_with_its_message_and_the_rest_adds_up(mock_
     assert Path(f"{prefix}_exceptions.csv").read_text().count("\n") <= 1, "no client error behind a failure"
 
     # Every user went on after its failures, to the end of the run: it sent requests after its first failure,
-    # or that failure was its last request because the run ended on its count then (the failed request was in
-    # flight, a stall of up to --request-timeout, when the run began to stop; a user that died at its first
-    # failure ended its last request long before).
+    # or that failure was its last request because the run ended on its count then (the failed request, a
+    # stall of up to --request-timeout, was in flight when the run began to stop, or had just ended). A user
+    # that died at its first failure ended its last request before the stop, with far fewer requests than the
+    # others (a 1,000-request run lasts about 2 s: one killed at its first failure by a mutation of the engine
+    # ended 0.25 s before the stop, with 1 request where the median user sent 90).
     per_user = json.loads(track.read_text())
     assert len(per_user) == MATRIX_USERS
-    stopped = [u for u in per_user if u["failures"] and not u["after"] and u["ended_before_stop_s"] > REQUEST_TIMEOUT_S]
-    assert not stopped, stopped
+    median = statistics.median(u["requests"] for u in per_user)
+    stopped = [
+        u
+        for u in per_user
+        if u["failures"] and not u["after"] and u["ended_before_stop_s"] > 0.1 and u["requests"] < median / 2
+    ]
+    assert not stopped, (stopped, median)
     assert resendable or all(u["failures"] for u in per_user), per_user  # resent faults may spare a user
 
     # The run ends on its count, not the -t cap, then at most the deadline of the last request (a stall).
