@@ -4,11 +4,12 @@ with its CSV files and JSON result written, a web UI's run stops; the requests i
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
 from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
-from tests.support.locust_run import LOAD, run_locust
+from tests.support.locust_run import LOAD, Completed, run_locust
 from tests.support.webui import WebUI
 
 N, USERS = 50, 4
@@ -55,18 +56,23 @@ def test_a_bad_value_stops_the_run_at_start(mock_server):
     assert mock_server.stats()["requests"] == 0
 
 
-def test_a_headless_run_ends_after_n_requests_with_its_outputs(mock_server, tmp_path):
-    result = run_locust(
+def limited_run(mock_server, tmp_path, *args: str, users: int = USERS, **given: Any) -> Completed:
+    """A headless run of EmbeddingsUser against the mock with ARGS (its --max-requests among them), -t far off."""
+    return run_locust(
         "locustfiles/embeddings.py",
         *LOAD,
-        *("--max-requests", str(N)),
+        *args,
         host=mock_server.url,
-        users=USERS,
+        users=users,
         run_time=LONG,
         csv=tmp_path / "run",
-        json_result=tmp_path / "run.json",
         timeout=ENDS_WITHIN_S,
+        **given,
     )
+
+
+def test_a_headless_run_ends_after_n_requests_with_its_outputs(mock_server, tmp_path):
+    result = limited_run(mock_server, tmp_path, "--max-requests", str(N), json_result=tmp_path / "run.json")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"--max-requests {N} reached: {N} requests ended, shutting down" in result.stderr
     counted = int(result.csv()["Aggregated"]["Request Count"])
@@ -79,16 +85,7 @@ def test_a_headless_run_ends_after_n_requests_with_its_outputs(mock_server, tmp_
 
 
 def test_warmup_requests_do_not_count_towards_n(mock_server, tmp_path):
-    result = run_locust(
-        "locustfiles/embeddings.py",
-        *LOAD,
-        *("--max-requests", "30", "--warmup", "1.5"),
-        host=mock_server.url,
-        users=2,
-        run_time=LONG,
-        csv=tmp_path / "run",
-        timeout=ENDS_WITHIN_S,
-    )
+    result = limited_run(mock_server, tmp_path, "--max-requests", "30", "--warmup", "1.5", users=2)
     assert result.returncode == 0, result.stderr[-3000:]
     counted = int(result.csv()["Aggregated"]["Request Count"])
     assert 30 <= counted < 32, counted
@@ -96,16 +93,7 @@ def test_warmup_requests_do_not_count_towards_n(mock_server, tmp_path):
 
 
 def test_a_distributed_run_ends_from_its_workers_reports(mock_server, tmp_path):
-    result = run_locust(
-        "locustfiles/embeddings.py",
-        *LOAD,
-        *("--max-requests", str(N), "--processes", "2"),
-        host=mock_server.url,
-        users=USERS,
-        run_time=LONG,
-        csv=tmp_path / "run",
-        timeout=ENDS_WITHIN_S,
-    )
+    result = limited_run(mock_server, tmp_path, "--max-requests", str(N), "--processes", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"--max-requests {N} reached" in result.stderr
     counted = int(result.csv()["Aggregated"]["Request Count"])
