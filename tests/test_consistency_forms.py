@@ -99,6 +99,9 @@ def test_every_form_is_compared_identical_on_the_honest_mock(
         assert figures[name]["compared"] > 0 and figures[name]["identical_ratio"] == 1.0, (name, figures[name])
 
 
+# Timing: the mock drifts only while more than one request is in flight, a concurrency that a starved client
+# (a busy machine) may not reach in a 2 s run (seen: the images form's 8 answers compared all identical).
+@pytest.mark.timing
 @pytest.mark.parametrize(("flavor", "locustfile", "classes", "args"), CASES, ids=IDS)
 def test_every_form_shows_its_drift_under_load(mock_server_factory, tmp_path, flavor, locustfile, classes, args):
     # The references, taken alone (one in flight), are honest; under load every answer drifts or flips.
