@@ -581,6 +581,7 @@ def test_sigterm_stops_cleanly_with_an_idle_connection_open(mock_server_factory)
 # --- timing ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     "body",
     [{"input": ["a"] * 64, "encoding_format": "bytes", "dimensions": 4096}, {"input": "a b", "dimensions": 4}],
@@ -598,11 +599,13 @@ def test_trickled_body_ends_no_earlier_than_body_ms_after_the_headers(server, bo
     assert raw.t_last - raw.t_headers < 1.0
 
 
+@pytest.mark.timing
 def test_ttfb_delays_the_headers(server):
     raw = raw_request(server, "/v1/embeddings", {"input": "a"}, **{"x-mock-ttfb-ms": "200"})
     assert raw.t_headers is not None and 0.2 <= raw.t_headers - raw.t_sent < 1.0
 
 
+@pytest.mark.timing
 def test_large_bytes_answer_is_fast(server):
     body = {"input": ["a"] * 64, "encoding_format": "bytes_only", "dimensions": 65536}  # 16 MiB
     started = time.monotonic()
@@ -770,7 +773,8 @@ def test_stall_mid_body(server):
     assert raw.end == "eof" and raw.status == 200 and raw.t_headers is not None
     payload, complete = dechunk(raw.body)
     assert not complete and 0 < len(payload) < 4 * 16 * 4
-    assert time.monotonic() - raw.t_headers >= 0.3
+    # from the request sent: the client may read the headers late on a busy machine, the stall is the server's
+    assert time.monotonic() - raw.t_sent >= 0.3
 
 
 def test_stall_is_cut_by_the_client_timeout(server):

@@ -139,7 +139,7 @@ def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
                 time.sleep(0.3)
         while time.monotonic() < deadline:
             time.sleep(0.5)
-            stats = requests.get(f"{base}/stats/requests", timeout=2).json()
+            stats = requests.get(f"{base}/stats/requests", timeout=10).json()
             if (state := stats["state"]) == "stopped":
                 break
         assert state == "stopped"

@@ -310,9 +310,9 @@ def test_web_ui_shows_the_server_tabs_beside_the_pooling_tab(mock_server):
         assert server["kind"] == "vllm" and server["requests"] > 0 and server["prompt_tokens"] > 0
         assert {row["check"] for row in extended["server_reconciliation"]} >= {"Requests", "Prompt Tokens"}
         assert extended["pooling"][-1]["name"] == "Aggregated"  # the Pooling tab keeps its rows
-        page = requests.get(ui.base, timeout=2).text
+        page = requests.get(ui.base, timeout=10).text
         assert "server_metrics" in page and "server_reconciliation" in page
-        assert requests.get(f"{ui.base}/server-metrics/csv", timeout=2).text.startswith("Server,Kind,Scrapes")
+        assert requests.get(f"{ui.base}/server-metrics/csv", timeout=10).text.startswith("Server,Kind,Scrapes")
     finally:
         ui.close()
 

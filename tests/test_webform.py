@@ -140,9 +140,9 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                requests.get(f"http://127.0.0.1:{port}/", timeout=2)
+                requests.get(f"http://127.0.0.1:{port}/", timeout=10)
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.3)
         dom = subprocess.run(
             [
