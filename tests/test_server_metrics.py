@@ -364,6 +364,7 @@ def test_a_server_inventing_series_or_bounds_at_every_scrape_keeps_memory_bounde
     assert view.rejected > 0 and view.counters["prompt_tokens"] == 7
 
 
+@pytest.mark.timing  # the server's count is read at the warm-up's end: a starved client reads it late
 def test_after_warmup_the_server_counts_from_where_the_client_does(mock_server, tmp_path):
     prefix = tmp_path / "w"
     result = run_locust(
