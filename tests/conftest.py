@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import select
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.monkey
 import locust  # noqa: F401  (gevent-patches the stdlib, as it must be before requests imports ssl)
 import pytest
 import requests
@@ -58,17 +60,80 @@ PREFIX = "poolbench-mock listening on "
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In a pytest-xdist worker, a greenlet that keeps gevent's hub awake. Locust's import above gevent-patches
-    threading, so the worker's queue of tests waits on a gevent Event that xdist's receiver, a real thread, sets;
-    with nothing else scheduled gevent takes that wait for a deadlock (LoopExit: "This operation would block
-    forever") and the worker dies between two tests. A timer always pending makes the hub poll instead."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        gevent.spawn(_keep_the_hub_awake)
+    """In a pytest-xdist worker, its queue of tests waits on OS locks, not gevent's. Locust's import above
+    gevent-patches threading, so xdist's queue (made after this conftest is imported) waits on a gevent Event that
+    xdist's receiver, a real thread, sets: gevent 26.9 then takes the wait for a deadlock between two tests
+    (LoopExit: "This operation would block forever"), gevent 26.5 (the floor) never wakes it (the run hangs)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if type(plugin).__name__ != "WorkerInteractor" or queue is None:
+            continue
+        if hasattr(queue, "_has_items_event"):  # xdist >= 3.7: its TestQueue
+            queue._lock = gevent.monkey.get_original("_thread", "RLock")()
+            queue._has_items_event = _ThreadEvent(bool(queue._items))
+        elif hasattr(plugin, "_make_queue"):  # xdist 3.6: a queue.Queue of the execmodel (gevent's, patched)
+            empty = plugin.channel.gateway.execmodel.queue.Empty
+            plugin._make_queue = lambda empty=empty: _ThreadQueue(empty)
+            plugin.torun = plugin._make_queue()
 
 
-def _keep_the_hub_awake() -> None:
-    while True:
-        gevent.sleep(0.05)
+class _ThreadQueue:
+    """put, get and get_nowait of queue.Queue on OS locks (xdist 3.6's worker uses these three)."""
+
+    def __init__(self, empty: type[Exception]) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._guard = gevent.monkey.get_original("_thread", "allocate_lock")()
+        self._has_items = _ThreadEvent(False)
+        self._empty = empty
+
+    def put(self, item: Any) -> None:
+        with self._guard:
+            self._items.append(item)
+            self._has_items.set()
+
+    def get_nowait(self) -> Any:
+        with self._guard:
+            if not self._items:
+                raise self._empty
+            item = self._items.popleft()
+            if not self._items:
+                self._has_items.clear()
+            return item
+
+    def get(self) -> Any:
+        while True:
+            try:
+                return self.get_nowait()
+            except self._empty:
+                self._has_items.wait()
+
+
+class _ThreadEvent:
+    """set, clear and wait of threading.Event for a waiter in gevent's hub and a setter in another OS thread: a
+    flag the waiter polls with gevent.sleep (a cross-thread wake-up is what gevent 26.5 misses, and blocking the
+    hub's thread on an OS lock starved xdist 3.6's receiver)."""
+
+    POLL_S = 0.005
+
+    def __init__(self, is_set: bool) -> None:
+        self._set = is_set
+
+    def set(self) -> None:
+        self._set = True
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._set and (deadline is None or time.monotonic() < deadline):
+            gevent.sleep(self.POLL_S)
+        return self._set
 
 
 @pytest.fixture(autouse=True)
