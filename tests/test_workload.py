@@ -167,6 +167,35 @@ def test_open_loop_arrival_gaps_have_the_asked_mean_and_shape():
         assert pstdev(gaps) / fmean(gaps) == pytest.approx(burstiness**-0.5, rel=0.12)  # gamma: CV = 1/sqrt(k)
 
 
+@pytest.mark.timing
+def test_a_dispatcher_that_did_not_run_counts_the_arrivals_it_put_out_late():
+    """A process whose loop is held (here 0.3 s of a blocking sleep, as a starved CPU holds it) catches its
+    schedule up when it runs again: every arrival is still scheduled, and the ones due meanwhile are counted
+    late, which is what tells a capacity probe that the rate was not offered on time (capacity/probes.py)."""
+    import gevent
+    from gevent import monkey
+
+    from poolbench_locust.options import Settings
+    from poolbench_locust.workload.arrival import OpenLoop
+
+    class Env:
+        runner = None
+        parsed_options = None
+
+    loop = OpenLoop()
+    loop.reset(seed=1)
+    settings = Settings(request_rate=200.0, burstiness=25.0)
+    taken = [loop.next_arrival(Env(), settings) for _ in range(20)]  # 0.1 s, on time on a machine not starved
+    before = loop.tally.dispatched_late
+    monkey.get_original("time", "sleep")(0.3)  # blocks the hub (Locust patched time.sleep): no greenlet runs
+    taken += [loop.next_arrival(Env(), settings) for _ in range(80)]
+    late = loop.tally.dispatched_late - before
+    gevent.sleep(0)
+    loop.reset()
+    assert len(taken) == 100 and loop.tally.scheduled >= 100
+    assert 40 <= late <= 70, late  # about 0.3 s x 200/s due while held, less the first 50 ms of each
+
+
 def test_open_loop_achieves_the_asked_rate(mock_server_factory, tmp_path):
     """A steady arrival process (burstiness 25: gaps vary by 20%) so that 8 s suffice to judge 5%."""
     mock = mock_server_factory("--ttfb-ms", "20")

@@ -35,8 +35,11 @@ from poolbench_locust.metrics.pacing import (
 from poolbench_locust.options import Settings, Slo
 from poolbench_locust.servermetrics.gpu import EnergyMark
 from poolbench_locust.servermetrics.scraping import scraping_of
+from poolbench_locust.workload.arrival import DISPATCH_LATE_S
 
 SENT_RATIO = 0.95
+STARVED_SHARE = 0.05
+"""A probe whose dispatcher put out this share of its arrivals late (DISPATCH_LATE_S) was starved of CPU."""
 """A probe passes only if the client sent at least this share of its schedule."""
 DEFAULT_FAIL_RATIO = 0.01
 """The highest failure ratio of a passing probe, when --check-fail-ratio is not given."""
@@ -76,6 +79,8 @@ class Mark:
     """The server's own request-latency histogram at its last scrape, summed over its targets: (sum in s, count)."""
     queue: dict[str, Any] | None = None
     """The client's own queue (the wait for a free slot) histogram: E2E less it is the time a request held a user."""
+    dispatched_late: int = 0
+    """Of the scheduled, the arrivals the client's dispatcher put out late (workload/arrival.py)."""
 
 
 def server_latency_mark(environment: Environment) -> tuple[float, float] | None:
@@ -102,11 +107,11 @@ def mark(environment: Environment, at: float) -> Mark:
     if isinstance(environment.runner, MasterRunner):
         board = board_of(environment)
         pace = board.total()
-        scheduled, sent = (pace.scheduled, pace.sent) if pace is not None else (0, 0)
+        scheduled, sent, late = (pace.scheduled, pace.sent, pace.dispatched_late) if pace is not None else (0, 0, 0)
         busy = frozenset(name for name, figures in board.processes.items() if figures.cpu_busy)
     else:
         figures = watcher_of(environment).current(environment)
-        scheduled, sent, busy = figures.scheduled, figures.sent, frozenset()
+        scheduled, sent, late, busy = figures.scheduled, figures.sent, figures.dispatched_late, frozenset()
     return Mark(
         at=at,
         requests=total.requests,
@@ -119,6 +124,7 @@ def mark(environment: Environment, at: float) -> Mark:
         queue=total.timings["queue"].dump(),
         scheduled=scheduled,
         sent=sent,
+        dispatched_late=late,
         cpu_busy=busy,
         wall=time.time(),
         energy=energy_marks(environment),
@@ -180,6 +186,8 @@ class Probe:
     sequences: int = 0
     input_tokens: int = 0
     scheduled: int = 0
+    dispatched_late: int = 0
+    """Of the scheduled, the arrivals the client's dispatcher itself put out late: its loop was starved."""
     sent: int = 0
     e2e_p50_ms: float | None = None
     e2e_p99_ms: float | None = None
@@ -229,6 +237,13 @@ class Probe:
         return min(self.sent / self.scheduled, 1.0) if self.scheduled else None
 
     @property
+    def starved(self) -> bool:
+        """The client's dispatcher handed out a share of the schedule late (STARVED_SHARE): the process's loop
+        did not run it, so the rate was not offered on time, though all it scheduled was sent."""
+        late = self.dispatched_late
+        return late >= MIN_SHORTFALL and late >= STARVED_SHARE * self.scheduled
+
+    @property
     def behind(self) -> bool:
         """The client fell behind its schedule (pacing's rule, over the whole window)."""
         return self.scheduled - self.sent >= MIN_SHORTFALL and self.sent < BEHIND_RATIO * self.scheduled
@@ -264,6 +279,7 @@ def measure(
         sequences=after.sequences - before.sequences,
         input_tokens=after.input_tokens - before.input_tokens,
         scheduled=after.scheduled - before.scheduled,
+        dispatched_late=max(after.dispatched_late - before.dispatched_late, 0),
         sent=after.sent - before.sent,
         e2e_p50_ms=e2e.percentile(0.5) if e2e.n else None,
         e2e_p99_ms=e2e.percentile(0.99) if e2e.n else None,
@@ -315,6 +331,12 @@ def judge(probe: Probe, settings: Settings) -> Probe:
         why.append(f"{100 * fail_ratio:.1f} % failed (at most {100 * max_fail:g} %)")
     if sent_ratio is not None and sent_ratio < SENT_RATIO:
         why.append(f"the client sent {100 * sent_ratio:.1f} % of its schedule")
+    if probe.starved:
+        share = probe.dispatched_late / max(probe.scheduled, 1)
+        why.append(
+            f"the client's scheduler put {100 * share:.1f} % of the arrivals out over "
+            f"{1000 * DISPATCH_LATE_S:g} ms late: the rate was not offered on time"
+        )
     why.extend(answers_wrong(probe.consistency, slo))
     probe.passed = not why
     probe.why = why
@@ -323,6 +345,10 @@ def judge(probe: Probe, settings: Settings) -> Probe:
     if probe.cpu_busy:
         probe.limited_by = CLIENT
         probe.why.append(f"the client's CPU stayed above {CPU_BUSY_PERCENT:g} % (peak {probe.cpu_peak or 0:.0f} %)")
+    elif probe.starved:
+        # Whatever the server did, it answered a rate the client did not offer on time: the CPU the client's
+        # process got (its own, or the machine's shared with others) is the limit.
+        probe.limited_by = CLIENT
     elif probe.behind:
         # The schedule outran the users. With a server that kept answering within the objective, too few
         # users (slots) or too little client is the limit; a server whose own answers grew beyond it held
@@ -350,9 +376,9 @@ def _client_part(probe: Probe, settings: Settings) -> None:
     carried = slots * 1000 / held if slots and held else None  # Little's law: the most requests/s the slots carry
     idle = probe.cpu_peak is not None and probe.cpu_peak < CPU_IDLE_PERCENT
     short = probe.rate >= USERS_BUSY_SHARE * carried if carried is not None else idle
-    if probe.cpu_busy or not short:
+    if probe.cpu_busy or probe.starved or not short:
         probe.client_limit = CPU
-        if not probe.cpu_busy and carried is not None:
+        if not probe.cpu_busy and not short and carried is not None:
             probe.why.append(
                 f"{slots:,} users that each held a request {held:,.1f} ms carry {carried:,.1f} requests/s: most were "
                 "free, the process did not hand them the arrivals in time"

@@ -124,6 +124,7 @@ class Board:
         total = PaceFigures(target_rate=sum(f.target_rate or 0.0 for f in senders))
         for figures in senders:
             total.scheduled += figures.scheduled
+            total.dispatched_late += figures.dispatched_late
             total.sent += figures.sent
             total.late += figures.late
             total.lateness.merge(figures.lateness.dump())

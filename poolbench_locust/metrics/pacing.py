@@ -88,6 +88,8 @@ class PaceFigures:
     target_rate: float | None = None
     """Requests/s this process was to send (its share of the run's rate); None in a closed loop."""
     scheduled: int = 0
+    dispatched_late: int = 0
+    """Of the scheduled, those the dispatcher itself put in the queue late (workload/arrival.py)."""
     sent: int = 0
     late: int = 0
     seconds: float = 0.0
@@ -105,6 +107,7 @@ class PaceFigures:
         return {
             "target_rate": self.target_rate,
             "scheduled": self.scheduled,
+            "dispatched_late": self.dispatched_late,
             "sent": self.sent,
             "late": self.late,
             "seconds": self.seconds,
@@ -236,6 +239,7 @@ def parse(data: Any) -> PaceFigures:
     figures = PaceFigures(
         target_rate=_float(data, "target_rate", MAX_RATE),
         scheduled=_int(data, "scheduled"),
+        dispatched_late=_int(data, "dispatched_late"),
         sent=_int(data, "sent"),
         late=_int(data, "late"),
         seconds=_float(data, "seconds", MAX_SECONDS, optional=False) or 0.0,
@@ -249,6 +253,8 @@ def parse(data: Any) -> PaceFigures:
     )
     if figures.late > figures.sent or figures.lateness.n > figures.sent:
         raise Refused("more late requests than requests sent")
+    if figures.dispatched_late > figures.scheduled:
+        raise Refused("more arrivals dispatched late than scheduled")
     return figures
 
 
@@ -309,6 +315,7 @@ class Watcher:
             if figures.target_rate is None or (runner is not None and runner.user_count > 0 and self._stopped is None):
                 figures.target_rate = self.open_loop.current_rate(environment, rate)
         figures.scheduled = self.open_loop.tally.scheduled
+        figures.dispatched_late = self.open_loop.tally.dispatched_late
         figures.sent = self.open_loop.tally.sent
         return figures
 

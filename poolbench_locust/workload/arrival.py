@@ -40,6 +40,12 @@ USERS_MESSAGE = "poolbench_users"
 messages: a worker's share of the rate is its users over that total. Its own -u is its command line's
 (Locust copies only plugins' options from the master's form), none when the web UI gives the users."""
 
+DISPATCH_LATE_S = 0.05
+"""An arrival the dispatcher itself put in the queue more than this after its due time: the process's loop
+did not run it for 50 ms, far beyond gevent's timers on a loaded machine. The dispatcher catches up when it
+runs, so the count of arrivals scheduled can look whole while they reached the users late: this count is
+what says the schedule itself, not the users, fell behind (capacity/probes.py, `starved`)."""
+
 Arrival = tuple[float, "int | None"]
 """The perf_counter time a request is due, and the trace's line it sends (None: the rate's)."""
 
@@ -72,6 +78,8 @@ class Tally:
 
     def clear(self) -> None:
         self.scheduled = 0
+        self.dispatched_late = 0
+        """Arrivals put in the queue more than DISPATCH_LATE_S after their due time (a starved dispatcher)."""
         self.sent = 0
         self.counting = True
         self.idle_users = 0
@@ -125,6 +133,8 @@ class OpenLoop:
             sent += 1
             if self.tally.counting:
                 self.tally.scheduled += 1
+                if wait < -DISPATCH_LATE_S:
+                    self.tally.dispatched_late += 1
         # Taken from the queue, an arrival is in flight before its taker yields (slot() counts it).
         while len(self._due) or self.in_flight:
             self._freed.clear()
