@@ -378,6 +378,7 @@ def _genuine() -> dict[str, Any]:
     for ms in (0.2, 3.0, 40.0, 900.0):
         lateness.add(ms)
     figures = PaceFigures(target_rate=100.0, scheduled=10, sent=4, late=2, seconds=3.0, lateness=lateness)
+    figures.dispatched_late = 3
     figures.cpu_peak, figures.behind, figures.cause = 55.0, True, "slots"
     figures.behind_sent_rate, figures.behind_scheduled_rate = 1.3, 3.3
     return figures.dump()
@@ -386,6 +387,7 @@ def _genuine() -> dict[str, Any]:
 def test_a_workers_genuine_figures_are_taken_whole():
     figures = parse(_genuine())
     assert (figures.target_rate, figures.sent, figures.late, figures.cause) == (100.0, 4, 2, "slots")
+    assert figures.dispatched_late == 3
     assert figures.lateness.n == 4 and figures.lateness.max == 900.0
 
 
@@ -396,6 +398,8 @@ def test_a_workers_genuine_figures_are_taken_whole():
         ({"sent": 2**70}, "sent is not a count"),
         ({"sent": True}, "sent is not a count"),
         ({"late": 5}, "more late requests than requests sent"),
+        ({"dispatched_late": 11}, "more arrivals dispatched late than scheduled"),
+        ({"dispatched_late": -1}, "dispatched_late is not a count"),
         ({"target_rate": float("nan")}, "target_rate is not a number"),
         ({"target_rate": "100"}, "target_rate is not a number"),
         ({"seconds": None}, "seconds is not a number"),
