@@ -3,7 +3,8 @@
     .venv/bin/python bench/ci_noise.py [--lengths 10,20,40,80] [--change 0.05] [--users 8]
 
 For each run length T: one run against a mock that answers in 50 ms (40 ms to the headers, 10 ms of
-body), then one against a mock 5 % slower (42 + 10.5 ms), both closed loop with the same users, each
+body), then one against a mock slower by 5 % of the first run's mean E2E (the client's own time
+included, so that the change the client sees is 5 %), both closed loop with the same users, each
 with `--warmup 2` and `--json-result`; then poolbench-compare's own comparison of the two (the
 bootstrap over seconds of poolbench_locust/results/noise.py). Printed per length and figure: the
 change measured, the noise band a change must leave to be marked (3 standard errors of the
@@ -45,22 +46,24 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=8)
     opts = parser.parse_args()
     lengths = [float(x) for x in opts.lengths.split(",")]
-    slow = 1 + opts.change
     print(machine_line())
     print(
-        f"mock A: --ttfb-ms {TTFB_MS:g} --body-ms {BODY_MS:g}; mock B: {slow:g} x that; "
+        f"mock A: --ttfb-ms {TTFB_MS:g} --body-ms {BODY_MS:g}; "
+        f"mock B: slower by {opts.change:.0%} of A's measured E2E mean; "
         f"-u {opts.users} closed loop, --warmup 2"
     )
     rows = []
     with (
         Mock("--ttfb-ms", f"{TTFB_MS:g}", "--body-ms", f"{BODY_MS:g}") as base_mock,
-        Mock("--ttfb-ms", f"{TTFB_MS * slow:g}", "--body-ms", f"{BODY_MS * slow:g}") as slow_mock,
         tempfile.TemporaryDirectory() as tmp,
     ):
         for seconds in lengths:
             base, new = Path(tmp, f"base-{seconds:g}.json"), Path(tmp, f"new-{seconds:g}.json")
             one_run(base_mock, seconds, opts.users, base)
-            one_run(slow_mock, seconds, opts.users, new)
+            e2e_mean = float(compare.load(str(base)).doc["total"]["locust"]["Average Response Time"])
+            stretch = 1 + opts.change * e2e_mean / (TTFB_MS + BODY_MS)
+            with Mock("--ttfb-ms", f"{TTFB_MS * stretch:.2f}", "--body-ms", f"{BODY_MS * stretch:.2f}") as slow_mock:
+                one_run(slow_mock, seconds, opts.users, new)
             found = compare.compare([compare.load(str(base)), compare.load(str(new))])
             total = next(s for s in found if s.title == AGGREGATED)
             for title in FIGURES:
