@@ -205,7 +205,7 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
         if stats.total.requests:  # after Locust's own tables
-            for line in console_table(stats):
+            for line in console_table(stats, settings_of(environment).console_width):
                 console.info(line)
             console.info("")
 
