@@ -53,6 +53,18 @@ def fitted(rows: Sequence[Sequence[str]], width: int | None, right: bool = True)
     keep = [0, *(i for i in range(1, len(rows[0])) if any(row[i] for row in rows[1:]))]
     rows = [[cut(row[0], NAME_WIDTH), *(row[i] for i in keep[1:])] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    groups = _packed(widths, width)
+    # As many tables, as even as they come: the narrowest width that needs no more of them.
+    for narrower in range(widths[0] + 2 + max(widths[1:], default=0), width):
+        if len(even := _packed(widths, narrower)) == len(groups):
+            groups = even
+            break
+    return [aligned([[row[0], *(row[i] for i in group)] for row in rows], right) for group in groups]
+
+
+def _packed(widths: Sequence[int], width: int) -> list[list[int]]:
+    """The columns after the first, in order, in groups whose line (the first column, two spaces, each of the
+    group's columns) is at most `width`; a column wider than that alone in its group."""
     groups: list[list[int]] = [[]]
     used = widths[0]
     for i in range(1, len(widths)):
@@ -61,7 +73,7 @@ def fitted(rows: Sequence[Sequence[str]], width: int | None, right: bool = True)
             used = widths[0]
         groups[-1].append(i)
         used += 2 + widths[i]
-    return [aligned([[row[0], *(row[i] for i in group)] for row in rows], right) for group in groups]
+    return groups
 
 
 def fitted_lines(rows: Sequence[Sequence[str]], width: int | None, right: bool = True) -> list[str]:
