@@ -14,6 +14,7 @@ from typing import Any
 
 from mkdocs.structure.files import File, Files
 from options_page import render  # MkDocs puts a hook's own folder on sys.path while loading it
+from site_links import IMAGES_IN_SITE, IMAGES_ON_GITHUB
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,10 +24,6 @@ def on_files(files: Files, config: Any) -> Files:
         uri = image.relative_to(ROOT).as_posix()
         files.append(File.generated(config, uri, abs_src_path=str(image)))
     return files
-
-
-IMAGES_ON_GITHUB = "](../bench/results/"
-IMAGES_IN_SITE = "](bench/results/"
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
