@@ -426,7 +426,7 @@ def test_every_object_is_in_the_namespace_and_every_claim_beside_its_pod(
     overlay: str, rendered: dict[str, Rendered]
 ) -> None:
     """An object without a namespace lands in the kubectl context's namespace: a pod there never finds
-    its claim, and `kubectl -n poolbench ...` from k8s/README.md finds no such object."""
+    its claim, and `kubectl -n poolbench ...` from docs/kubernetes.md finds no such object."""
     objects = rendered[overlay].objects
     assert [
         f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["metadata"].get("namespace") != "poolbench"
