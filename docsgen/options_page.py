@@ -1,14 +1,22 @@
-"""The options page's tables, made from the option registry (`poolbench_locust.options.ALL_OPTIONS`)
-so that the page cannot drift from the code."""
+"""The options page's tables, made from the option registry (`poolbench_locust.options.ALL_OPTIONS`) and
+written into docs/options.md itself, between its two marker lines, so that they read on GitHub as in the
+site; tests/test_docs.py fails when the file's tables are not what the registry makes.
+
+    python -m docsgen.options_page     # rewrites the tables in docs/options.md
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from poolbench_locust.options import ALL_OPTIONS
+from poolbench_locust.options.cli import shown_default
 
 MARKER = "<!-- options-table -->"
+END_MARKER = "<!-- end of options-table: made by `python -m docsgen.options_page` from the registry -->"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 
 
 def all_options() -> list[Any]:
@@ -21,14 +29,8 @@ def _cell(text: str) -> str:
 
 
 def _default(opt: Any) -> str:
-    if opt.is_flag:
-        return "off"
-    if opt.default is None or opt.default == "":
-        return "none"
-    value = opt.default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return f"`{value}`"
+    shown = shown_default(opt)
+    return shown if opt.is_flag or opt.default is None or opt.default == "" else f"`{shown}`"
 
 
 def _help(opt: Any) -> str:
@@ -56,7 +58,19 @@ def tables(opts: Iterable[Any]) -> str:
 
 
 def render(markdown: str) -> str:
-    """The options page with its marker replaced by the tables; an error if the marker is gone."""
-    if MARKER not in markdown:
-        raise ValueError(f"docs/options.md has lost its {MARKER} line")
-    return markdown.replace(MARKER, tables(all_options()))
+    """The options page with the tables between its two markers made again from the registry; an error if
+    a marker is gone."""
+    for marker in (MARKER, END_MARKER):
+        if marker not in markdown:
+            raise ValueError(f"docs/options.md has lost its {marker} line")
+    before, rest = markdown.split(MARKER, 1)
+    after = rest.split(END_MARKER, 1)[1]
+    return f"{before}{MARKER}\n\n{tables(all_options())}\n{END_MARKER}{after}"
+
+
+def main() -> None:
+    PAGE.write_text(render(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

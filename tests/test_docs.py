@@ -8,6 +8,8 @@ from locust.argument_parser import get_empty_argument_parser, get_parser, setup_
 
 import poolbench_locust.plugin  # noqa: F401  (importing the plugin puts its options on Locust's parser)
 from docsgen import options_page
+from poolbench_locust.options import ALL_OPTIONS
+from poolbench_locust.options.cli import help_text
 from tests.support.locust_run import ROOT
 
 
@@ -19,16 +21,24 @@ def plugin_actions() -> list:
     return [a for a in get_parser()._actions if a.dest not in locust_own]
 
 
-def test_every_option_of_the_parser_is_on_the_options_page() -> None:
-    page = options_page.render((ROOT / "docs" / "options.md").read_text(encoding="utf-8"))
+def test_every_option_of_the_parser_is_on_the_options_page_and_its_help_says_its_default() -> None:
+    page = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")  # as GitHub shows it
+    declared = {opt.flag: opt for opt in ALL_OPTIONS}
     actions = plugin_actions()
     assert len(actions) >= 30, [a.dest for a in actions]
     for action in actions:
         flag = next(s for s in action.option_strings if s.startswith("--"))
         row = next((line for line in page.splitlines() if line.startswith(f"| `{flag}` |")), None)
         assert row is not None, f"{flag} is not on the options page: declare it where the page reads options"
-        assert action.help and action.help in row.replace("\\|", "|"), f"{flag}: its help text is not on the page"
+        opt = declared[flag]
+        assert opt.help in row.replace("\\|", "|"), f"{flag}: its help text is not on the page"
         assert f"`LOCUST_{action.dest.upper()}`" in row, f"{flag}: its environment variable is not on the page"
+        assert action.help == help_text(opt) and " Default: " in action.help, f"{flag}: --help does not say its default"
+    by_flag = {next(s for s in a.option_strings if s.startswith("--")): a.help for a in actions}
+    assert by_flag["--input-len"].endswith(" Default: 128.")
+    assert by_flag["--request-timeout"].endswith(" Default: 60.")
+    assert by_flag["--capacity-start-rate"].endswith(" Default: 1.")
+    assert by_flag["--capacity-attainment"].endswith(" Default: 0.99.")
 
 
 def test_the_page_holds_the_options_of_every_room_and_marks_those_outside_the_form() -> None:
@@ -39,12 +49,12 @@ def test_the_page_holds_the_options_of_every_room_and_marks_those_outside_the_fo
     assert "*command line only*" in json_result  # a path on the master's disk: no field in the web form
 
 
-def test_the_options_page_keeps_its_marker() -> None:
+def test_the_options_tables_in_the_file_are_the_registrys() -> None:
+    """docs/options.md holds its tables (GitHub shows the file as it is): made again from the registry,
+    they are the same; else `python -m docsgen.options_page` writes them."""
     text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
-    assert options_page.MARKER in text
-    rendered = options_page.render(text)
-    assert options_page.MARKER not in rendered
-    assert "| `--batch-size` | `LOCUST_BATCH_SIZE` | `1` | Inputs per request |" in rendered
+    assert options_page.render(text) == text, "docs/options.md is stale: run python -m docsgen.options_page"
+    assert "| `--batch-size` | `LOCUST_BATCH_SIZE` | `1` | Inputs per request |" in text
 
 
 def test_every_page_is_in_the_nav() -> None:

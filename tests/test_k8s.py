@@ -426,7 +426,7 @@ def test_every_object_is_in_the_namespace_and_every_claim_beside_its_pod(
     overlay: str, rendered: dict[str, Rendered]
 ) -> None:
     """An object without a namespace lands in the kubectl context's namespace: a pod there never finds
-    its claim, and `kubectl -n poolbench ...` from k8s/README.md finds no such object."""
+    its claim, and `kubectl -n poolbench ...` from docs/kubernetes.md finds no such object."""
     objects = rendered[overlay].objects
     assert [
         f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["metadata"].get("namespace") != "poolbench"
@@ -552,14 +552,18 @@ def test_rendered_run_keeps_its_results_and_counts_every_token(
     assert run.master.popen.returncode == 0, run.logs
     assert [w.popen.returncode for w in run.workers] == [0] * len(run.workers), "the worker Job completes"
 
-    # Where the manifests say: at the master's LOCUST_CSV and LOCUST_HTML, on the claim that the keeper
-    # mounts (where `kubectl cp` fetches them), in a directory named after the master's pod.
+    # Where the manifests say: at the master's LOCUST_CSV, LOCUST_HTML and LOCUST_JSON_RESULT, on the claim
+    # that the keeper mounts (where `kubectl cp` fetches them), in a directory named after the master's pod.
     master = run.master.container
     keeper = deployed[overlay].workload("poolbench-results")
     seen_by_keeper = Kubelet(deployed[overlay], tmp_path).mounts(keeper, "poolbench-results-6c9d8-x")
     prefix = master.pod_env["LOCUST_CSV"]
     files = {}
-    for path in (f"{prefix}_stats.csv", f"{prefix}_pooling.csv", master.pod_env["LOCUST_HTML"]):
+    for path in (
+        f"{prefix}_stats.csv",
+        f"{prefix}_pooling.csv",
+        *(master.pod_env[k] for k in ("LOCUST_HTML", "LOCUST_JSON_RESULT")),
+    ):
         claim, relative = on_claim(deployed[overlay].workload("poolbench-master"), path)
         assert relative.startswith(f"{master.pod}/"), f"{path}: not in a directory of its own"
         [mount] = [m["mountPath"] for m in only_container(keeper)["volumeMounts"] if claim_of(keeper, m) == claim]
@@ -568,6 +572,8 @@ def test_rendered_run_keeps_its_results_and_counts_every_token(
     assert not any(master.cwd.iterdir()), "nothing written outside the volumes"
 
     pooling = read_csv(files["poolbench_pooling.csv"])["Aggregated"]
+    result = json.loads(files["result.json"].read_text())
+    assert result["total"]["pooling"]["Input Tokens"] == int(pooling["Input Tokens"]), "the JSON result is the run's"
     served = mock_server.stats()
     # The master's preflight (poolbench_locust/preflight.py) is one request of the same shape that the
     # server counts and the stats never see: every request here asks for the same number of tokens.

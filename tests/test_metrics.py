@@ -166,6 +166,19 @@ def test_failed_check_of_fail_ratio_names_the_counts(mock_server_factory):
     assert re.search(r"Check failed: --check-fail-ratio 0.1: \d+ of \d+ failed", result.stderr)
 
 
+@pytest.mark.parametrize(("check", "code"), [((), 1), (("--check-fail-ratio", "0.9"), 0)])
+def test_a_passing_fail_ratio_decides_the_exit_code_not_one_failed_request(mock_server_factory, check, code):
+    """Without --check-fail-ratio, Locust's --exit-code-on-error (1) applies to any failed request; with it,
+    a ratio that passes exits 0 although some requests failed (docs/gate-ci.md)."""
+    mock = mock_server_factory("--fault", "status-503=0.3", "--seed", "3")
+    result = run_locust("locustfiles/embeddings.py", *LOAD, *check, host=mock.url, users=2, requests=30)
+    assert re.search(r"\d+\s+POST /v1/embeddings: HTTP 503", result.stderr), result.stderr[
+        -3000:
+    ]  # some failed: Locust's error report
+    assert "Check failed" not in result.stderr
+    assert result.returncode == code, result.stderr[-2000:]
+
+
 def test_per_second_keeps_only_the_current_window_on_the_master_and_in_one_process(monkeypatch):
     """Two minutes of traffic, on a fake clock: the per-second rates keep only the seconds Locust keeps
     of its cached response times (its current window + 10 s), and the current rates stay those of its window."""

@@ -16,6 +16,7 @@ from locust.argument_parser import get_parser
 import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, GROUPS, Option, OptionError, Settings, Span
+from poolbench_locust.options.cli import help_text
 from tests.support.harness import options
 
 
@@ -133,7 +134,7 @@ def test_every_option_is_on_locusts_parser_as_the_registry_says():
     actions = {a.dest: a for a in parser._actions}
     for opt in ALL_OPTIONS:
         action = actions[opt.dest]
-        assert action.option_strings == [opt.flag] and action.env_var == opt.env_var and action.help == opt.help
+        assert action.option_strings == [opt.flag] and action.env_var == opt.env_var and action.help == help_text(opt)
         assert action.include_in_web_ui == opt.web_ui and action.is_secret == opt.secret, opt.flag
         offered = ("", *opt.choices) if opt.choices and opt.default is None else (opt.choices or ())
         assert tuple(action.choices or ()) == offered, opt.flag

@@ -293,7 +293,8 @@ def _finish(environment: Environment) -> None:
 def _summary(environment: Environment) -> None:
     if (shape := shape_of(environment)) is None:
         return
-    for line in shape.searches.console_lines():  # after the pooling and client load tables
+    width = settings_of(environment).console_width
+    for line in shape.searches.console_lines(width):  # after the pooling and client load tables
         console.info(line)
     if failed := next((o for o in shape.searches.outcomes if o.failed()), None):
         logger.error("Check failed: --find-capacity: %s", failed.answer())

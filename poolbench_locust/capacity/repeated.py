@@ -74,12 +74,12 @@ class Searches:
             f"limited by {' and '.join(f'the {x}' for x in sorted(limits)) or 'nothing reached'}."
         )
 
-    def console_lines(self) -> list[str]:
+    def console_lines(self, width: int | None = None) -> list[str]:
         lines: list[str] = []
         for number, outcome in enumerate(self.outcomes, 1):
             if len(self.outcomes) > 1:
                 lines.append(f"Search {number} of {self.planned}")
-            lines.extend(outcome.console_lines())
+            lines.extend(outcome.console_lines(width))
             lines.append("")
         if len(self.outcomes) > 1:
             lines.append(self.answer())

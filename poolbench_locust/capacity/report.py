@@ -221,7 +221,9 @@ class Outcome:
             text += f" (the search was stopped before it ended: the bracket is wider than {self.precision:.0%})"
         return text + "."
 
-    def console_lines(self) -> list[str]:
+    def console_lines(self, width: int | None = None) -> list[str]:
+        """The probe table fitted to `width` (--console-width; 0 or None: whole), then the answer: one line,
+        however long (it is read whole, as the log and the JSON result give it)."""
         if not self.probes:
             return []
         columns = CONSOLE_COLUMNS + probe_energy.console_columns(p.energy for p in self.probes)
@@ -244,7 +246,7 @@ class Outcome:
             f"Capacity search (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; E2E in ms; "
             "Sent Ratio: of the probe's schedule)"
         )
-        return [title, *texttable.aligned(cells), "", self.answer()]
+        return [*texttable.wrapped(title, width), *texttable.fitted_lines(cells, width), "", self.answer()]
 
     def write_csv(self, path: str) -> None:
         with open(path, "w", newline="") as f:

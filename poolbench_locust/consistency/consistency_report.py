@@ -29,6 +29,7 @@ from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonS
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import CAPACITY_SECTION, CLIENT_LOAD_SECTION, PageEvents, Section
 from poolbench_locust.metrics.table import csv_text
+from poolbench_locust.options import settings_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -82,7 +83,8 @@ def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
     state.sent.add(Sent(*shipped))
 
 
-def console_lines(state: Consistency) -> list[str]:
+def console_lines(state: Consistency, width: int | None = None) -> list[str]:
+    """The consistency table for the console, fitted to `width` (--console-width; 0 or None: whole)."""
     if not (rows := state.rows()):
         return []
     shown = [f for f in FIGURES if any(row[f] is not None for row in rows)]
@@ -90,7 +92,7 @@ def console_lines(state: Consistency) -> list[str]:
     for row in rows:
         cells.append([row["Name"], *(cell(row[f]) for f in shown)])
     title = "Answer consistency (answers under load against their reference alone; docs/consistency.md)"
-    return [title, *texttable.aligned(cells)]
+    return [*texttable.wrapped(title, width), *texttable.fitted_lines(cells, width)]
 
 
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
@@ -142,7 +144,8 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
-        if lines := console_lines(state) + reference_agreement.console_lines(environment):
+        width = settings_of(environment).console_width
+        if lines := console_lines(state, width) + reference_agreement.console_lines(environment):
             for line in lines:
                 console.info(line)
             console.info("")

@@ -8,6 +8,7 @@ then fail the run with EXIT_CODE as these do (the consistency room's gates: cons
 
 from __future__ import annotations
 
+from locust import log
 from locust.env import Environment
 from locust.event import EventHook
 
@@ -29,6 +30,24 @@ class CheckEvents:
 
 
 check_events = CheckEvents()
+
+
+def exit_code(environment: Environment, failed: list[str]) -> int | None:
+    """The exit code the checks set, or None to leave it to Locust (and to the rooms that set their own).
+
+    A failed check: EXIT_CODE. All passed with `--check-fail-ratio` given: 0, even where some requests
+    failed. Locust would exit with `--exit-code-on-error` (1) on a single failed request, which would
+    override the ratio the user allowed; the ratio is the user's word on failed requests, so it decides.
+    A task that raised (Locust's exceptions table) or a greenlet that died is a broken run, not failed
+    requests: Locust's exit code stays."""
+    if failed:
+        return EXIT_CODE
+    runner = environment.runner
+    if environment.parsed_options is None or runner is None or settings_of(environment).check_fail_ratio is None:
+        return None
+    if runner.exceptions or log.unhandled_greenlet_exception:
+        return None
+    return 0
 
 
 def _number(value: float) -> str:

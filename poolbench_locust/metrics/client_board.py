@@ -216,24 +216,28 @@ def board_if_any(environment: Environment) -> Board | None:
     return _BOARD.peek(environment)
 
 
-def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]:
-    cells = [list(header)] + [
+def _cells(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[list[str]]:
+    return [list(header)] + [
         ["" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], int | float) else str(r[c]) for c in header]
         for r in table
     ]
-    return texttable.aligned(cells)
 
 
-def console_lines(board: Board) -> list[str]:
+def aligned(header: Sequence[str], table: Sequence[dict[str, Any]]) -> list[str]:
+    return texttable.aligned(_cells(header, table))
+
+
+def console_lines(board: Board, width: int | None = None) -> list[str]:
+    """The Client load table for the console, fitted to `width` (--console-width; 0 or None: whole)."""
     table = board.rows()
     if not table:
         return []
     open_loop = any(row["Target Requests/s"] is not None for row in table)
     header = HEADER if open_loop else ("Process", "Peak CPU %")
-    return [
+    title = (
         f"Client load (open loop: requests/s scheduled and sent; late: sent over {LATE_MS:g} ms after "
         "the scheduled time; lateness in ms; CPU in % of one core)"
         if open_loop
-        else "Client load (CPU in % of one core)",
-        *aligned(header, table),
-    ]
+        else "Client load (CPU in % of one core)"
+    )
+    return [*texttable.wrapped(title, width), *texttable.fitted_lines(_cells(header, table), width)]

@@ -40,6 +40,7 @@ from poolbench_locust.metrics.pacing import (
     watcher_of,
 )
 from poolbench_locust.metrics.table import csv_text
+from poolbench_locust.options import settings_of
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -155,7 +156,7 @@ def _outputs(environment: Environment, board: Board, web_ui: Any) -> None:
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
-        for line in console_lines(board):  # after the pooling table
+        for line in console_lines(board, settings_of(environment).console_width):  # after the pooling table
             console.info(line)
         if board.processes:
             console.info("")

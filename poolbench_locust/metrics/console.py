@@ -61,20 +61,49 @@ def columns(table: list[dict[str, Any]], goodput: bool = False) -> tuple[str, ..
     return shown
 
 
-def console_table(stats: PoolingStats) -> list[str]:
+THROUGHPUT = (
+    "Name",
+    "Request Count",
+    "Failure Count",
+    "Input Tokens/s",
+    "Image Tokens/s",
+    "Sequences/s",
+    "Vectors/s",
+    "MB/s",
+    "Sent MB/s",
+)
+LATENCY = ("Name", "TTFB 50%", "E2E 50%", "E2E 95%", "Transfer 95%")
+TOKENS = ("Name", "Input Tokens", "Image Tokens", "Token Source", "Client Tokens", "Token Gap %")
+GOODPUT = ("Name", "SLO Met", "Goodput Requests/s", "Goodput Input Tokens/s")
+SPLIT = (THROUGHPUT, LATENCY, TOKENS, GOODPUT)
+"""The summary's tables within a width: throughput, latency, tokens, and goodput where --slo asks for it;
+each holds those of its columns that `columns()` shows."""
+TITLE = "Pooling statistics (tokens, sequences and vectors of successful requests; MB/s of every request; times in ms)"
+
+
+def _lines(shown: tuple[str, ...], table: list[dict[str, Any]], width: int | None) -> list[str]:
+    cells = [list(shown), *([cell(row[c]) for c in shown] for row in table)]
+    lines: list[str] = []
+    for part in texttable.fitted(cells, width):
+        rule = "-" * max(len(line) for line in part)
+        lines += [*([""] if lines else []), rule, part[0], rule, *part[1:-1], rule, part[-1]]
+    return lines
+
+
+def console_table(stats: PoolingStats, width: int | None = None) -> list[str]:
+    """The pooling summary: one table of every column when `width` is 0 or None, else tables of throughput,
+    latency, tokens and goodput, each fitted to `width` (--console-width)."""
     table = rows(stats)
     shown = columns(table, goodput=stats.slo is not None)
-    cells = [list(shown), *([cell(row[c]) for c in shown] for row in table)]
-    lines = texttable.aligned(cells)
-    rule = "-" * len(lines[0])
-    return [
-        "Pooling statistics (tokens, sequences and vectors of successful requests; MB/s received and "
-        "Sent MB/s of every request; times in ms)",
-        *([] if stats.slo is None else [f"Goodput: successful requests that met every objective of --slo {stats.slo}"]),
-        rule,
-        lines[0],
-        rule,
-        *lines[1:-1],
-        rule,
-        lines[-1],
-    ]
+    out = texttable.wrapped(TITLE, width)
+    if stats.slo is not None:
+        out += texttable.wrapped(f"Goodput: successful requests that met every objective of --slo {stats.slo}", width)
+    if not width:
+        return out + _lines(shown, table, None)
+    first = True
+    for names in SPLIT:
+        part = tuple(c for c in names if c == "Name" or c in shown)
+        if len(part) > 1:  # goodput without --slo has no column
+            out += [*([] if first else [""]), *_lines(part, table, width)]
+            first = False
+    return out

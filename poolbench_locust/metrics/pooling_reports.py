@@ -195,15 +195,17 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
                 f.write(csv_text(rows(stats)))
         if history_csv is not None:
             history_csv.close()
-        if (failed := checks.evaluate(environment, stats)) and environment.process_exit_code in (None, 0):
-            environment.process_exit_code = checks.EXIT_CODE
+        failed = checks.evaluate(environment, stats)
+        code = checks.exit_code(environment, failed)
+        if code is not None and environment.process_exit_code in (None, 0):
+            environment.process_exit_code = code
         for line in failed:
             logger.error("Check failed: %s", line)
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
         if stats.total.requests:  # after Locust's own tables
-            for line in console_table(stats):
+            for line in console_table(stats, settings_of(environment).console_width):
                 console.info(line)
             console.info("")
 

@@ -21,6 +21,24 @@ def _show_in_web_ui(action: Any, opt: Option) -> Any:
     return action
 
 
+def shown_default(opt: Option) -> str:
+    """An option's default as --help, the web form and docs/options.md say it: `off` for a flag, `not set`
+    where there is none (the option then does nothing unless given), a whole float without its `.0`."""
+    if opt.is_flag:
+        return "off"
+    if opt.default is None or opt.default == "":
+        return "not set"
+    value = opt.default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def help_text(opt: Option) -> str:
+    """The option's help with its default, as `--help` shows it (argparse formats help with %: escaped)."""
+    return f"{opt.help} Default: {shown_default(opt)}.".replace("%", "%%")
+
+
 def _checked_text(parse: Callable[[str], Any]) -> Callable[[str], str]:
     """For argparse: check the value at start, keep it as text. The master sends parsed_options to its
     workers with msgpack, which knows no Span; Settings.from_options parses the text again."""
@@ -38,7 +56,7 @@ def register(parser: Any, title: str, options: Iterable[Option]) -> None:
     for opt in options:
         if opt.is_flag:
             action = group.add_argument(
-                opt.flag, action="store_true", default=False, env_var=opt.env_var, help=opt.help
+                opt.flag, action="store_true", default=False, env_var=opt.env_var, help=help_text(opt)
             )
             _show_in_web_ui(action, opt)
             continue
@@ -57,7 +75,7 @@ def register(parser: Any, title: str, options: Iterable[Option]) -> None:
             type=checked,
             default=default,
             env_var=opt.env_var,
-            help=opt.help,
+            help=help_text(opt),
             choices=choices,
             metavar=metavar,
         )

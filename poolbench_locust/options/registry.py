@@ -694,6 +694,16 @@ ALL_OPTIONS: tuple[Option, ...] = (
             label="JSON result file",
             web_ui=False,
         ),
+        Option(
+            "--console-width",
+            whole(0),
+            120,
+            "The widest line of the console's own tables: a wider table is split into tables that each repeat "
+            "its first column, columns empty in every row are left out, long names are cut in the middle. "
+            "0: every table whole, on one line a row (the CSV files always hold every column).",
+            label="Console width",
+            web_ui=False,
+        ),
     ),
 )
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(opt.group for opt in ALL_OPTIONS))

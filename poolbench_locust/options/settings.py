@@ -125,6 +125,7 @@ class Settings:
     prometheus_linger: float = 0.0
     # Results
     json_result: str | None = None
+    console_width: int = 120
 
     @classmethod
     def from_options(cls, options: argparse.Namespace | Any | None) -> Settings:

@@ -315,28 +315,33 @@ CONSOLE_COLUMNS = (
 )
 
 
-def _aligned(header: Sequence[str], table: Sequence[dict[str, Value]]) -> list[str]:
+def _aligned(header: Sequence[str], table: Sequence[dict[str, Value]], width: int | None = None) -> list[str]:
     cells = [list(header)] + [["" if r[c] is None else str(r[c]) for c in header] for r in table]
-    return texttable.aligned(cells, right=False)
+    return texttable.fitted_lines(cells, width, right=False)
 
 
 GPU_CONSOLE_COLUMNS = ("Server", "GPUs", "GPU Util Mean", "GPU Util Max", "Power Mean W", "GPU Memory Max MiB")
 ENERGY_CONSOLE_COLUMNS = ("Server", "Seconds", "Energy J", "Energy J/1M Input Tokens", "Energy J/1k Requests")
 
 
-def console_lines(servers: list[dict[str, Value]], checks: list[dict[str, Value]]) -> list[str]:
+def console_lines(
+    servers: list[dict[str, Value]], checks: list[dict[str, Value]], width: int | None = None
+) -> list[str]:
+    """The server's tables for the console, each fitted to `width` (--console-width; 0 or None: whole)."""
     gpus = [r for r in servers if r["Kind"] in (gpu.DCGM.name, GPU_KIND)]
     servers = [r for r in servers if r["Kind"] != GPU_KIND]
     columns: tuple[str, ...] = CONSOLE_COLUMNS
     if any(r.get("Prefix Cache Hit %") is not None for r in servers):  # a server's cache answered: beside it
         columns = (*columns[:-1], "Prefix Cache Hit %", CLIENT_REPEAT, columns[-1])
-    lines = [CAPTION, *_aligned(columns, servers)]
+    lines = [CAPTION, *_aligned(columns, servers, width)]
     if gpus:
         targets = [r for r in gpus if r["Kind"] == gpu.DCGM.name]
-        lines += ["", "GPUs (dcgm-exporter; util in %)", *_aligned(GPU_CONSOLE_COLUMNS, gpus)]
-        lines += ["", "Energy of the measured window", *_aligned(ENERGY_CONSOLE_COLUMNS, targets)]
+        lines += ["", "GPUs (dcgm-exporter; util in %)", *_aligned(GPU_CONSOLE_COLUMNS, gpus, width)]
+        lines += ["", "Energy of the measured window", *_aligned(ENERGY_CONSOLE_COLUMNS, targets, width)]
     if checks:
-        lines += ["", "Server against client", *_aligned(RECONCILIATION_HEADER[:-1], checks)]
+        lines += ["", "Server against client", *_aligned(RECONCILIATION_HEADER[:-1], checks, width)]
         # the table leaves its notes out (too wide for a console), but not this one: it changes the reading
-        lines += [f"{r['Check']} flagged: {r['Note']}" for r in checks if LARGE_GAP_NOTE in str(r["Note"])]
+        for r in checks:
+            if LARGE_GAP_NOTE in str(r["Note"]):
+                lines += texttable.wrapped(f"{r['Check']} flagged: {r['Note']}", width)
     return lines

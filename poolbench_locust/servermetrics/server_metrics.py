@@ -211,7 +211,9 @@ def on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
         if servers := state.server_rows():
-            for line in report.console_lines(servers, state.checks(environment)):
+            for line in report.console_lines(
+                servers, state.checks(environment), settings_of(environment).console_width
+            ):
                 console.info(line)
             console.info("")
         if state.history is not None:
