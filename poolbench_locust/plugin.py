@@ -21,6 +21,7 @@ from poolbench_locust import (
 from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.consistency import consistency_report
+from poolbench_locust.cost import cost_report
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.json_sections import ResultEvents, result_events
@@ -90,6 +91,8 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # The Capacity tab, the report's section, the form's --find-capacity and the JSON result's capacity:
     # after the form's checks, so that a form they refuse installs no search.
     capacity_tab.setup(events, pages, results)
+    # --gpu-hour-cost: the price at the measured throughput and the capacity found, after the search's answer.
+    cost_report.setup(events, results)
 
 
 setup(locust_events, page_events, result_events)
