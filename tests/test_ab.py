@@ -150,8 +150,10 @@ def _figure(doc, name):
 @pytest.mark.timing
 def test_a_slower_b_is_found_slower_beyond_noise(mock_server_factory, tmp_path):
     a, b = mock_server_factory("--ttfb-ms", "10"), mock_server_factory("--ttfb-ms", "25")
-    result = ab_run(a.url, b.url, tmp_path)
+    result = ab_run(a.url, b.url, tmp_path, "--html", str(tmp_path / "r.html"))
     assert result.returncode == 0, result.stderr[-3000:]
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="poolbench-ab"' in page and "higher, beyond noise (worse)" in page
     stats = result.csv()
     assert {"/v1/embeddings [A]", "/v1/embeddings [B]"} <= set(stats)
     count_a, count_b = (int(stats[f"/v1/embeddings [{s}]"]["Request Count"]) for s in "AB")

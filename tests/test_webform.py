@@ -52,6 +52,8 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
         "Sweep",
         "Capacity",
         "Checks",
+        "A/B",
+        "Cost",
         "Server metrics",
         "Prometheus",
     ]

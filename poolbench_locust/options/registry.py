@@ -654,7 +654,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "B in turn (per user, so both see the same load shape), each host's figures under its request names "
             "marked [A] and [B], and a comparison of B against A, each figure's difference with an interval and "
             "a verdict (docs/choosing-servers.md).",
-            label="Second server (B), URL",
+            label="Second server B, URL",
         ),
         flag(
             "--ab-paired",
