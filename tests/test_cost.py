@@ -105,3 +105,35 @@ def test_beside_the_price_the_energy_per_million_tokens_of_a_dcgm_exporter(mock_
     assert cost["energy_j_per_1m_input_tokens"] == block["energy_j_per_1m_input_tokens"]
     energy = f"energy {block['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens"
     assert energy in next(x for x in result.stderr.splitlines() if "at the measured throughput" in x)
+
+
+@pytest.mark.timing
+def test_a_capacity_found_is_priced_at_its_rate_beside_its_probes_energy(tmp_path):
+    """A search against 4 slots x 20 ms (200 requests/s at most), the 250 W dcgm page beside it."""
+    env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
+    with (
+        server_process("tests.support.slots_server:slots", env) as url,
+        server_process("tests.support.dcgm_page:two_gpus") as dcgm,
+    ):
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            *("--find-capacity", "--slo", "e2e_ms=60", "--input-len", "6", "--only-summary"),
+            *("--capacity-start-rate", "50", "--sweep-step-time", "2", "-t", "20s", "--gpu-hour-cost", "3"),
+            *("--server-metrics", f"{url}/metrics,{dcgm}/metrics", "--server-metrics-interval", "0.5"),
+            host=url,
+            users=16,
+            json_result=tmp_path / "cap.json",
+            timeout=90,
+        )
+    doc = result.json()
+    capacity, cost = doc["capacity"], doc["cost"]
+    assert capacity["requests_per_s"] is not None, capacity["answer"]
+    best = max((p for p in capacity["probes"] if p["passed"]), key=lambda p: p["rate"])
+    priced = cost["capacity"]
+    assert priced["requests_per_s"] == capacity["requests_per_s"]
+    assert priced["usd_per_1m_input_tokens"] == pytest.approx(3.0 / (capacity["input_tokens_per_s"] * 3600) * 1e6)
+    assert priced["usd_per_1k_requests"] == pytest.approx(3.0 / (capacity["requests_per_s"] * 3600) * 1e3)
+    assert cost["usd_per_1m_input_tokens"] == priced["usd_per_1m_input_tokens"]  # the headline is the capacity's
+    assert cost["energy_j_per_1m_input_tokens"] == best["energy_j_per_1m_input_tokens"] is not None
+    line = next(x for x in result.stderr.splitlines() if "at the capacity found" in x)
+    assert f"energy {best['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens" in line
