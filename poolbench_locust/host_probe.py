@@ -31,31 +31,31 @@ def probed(environment: Any) -> Probed:
     return _PROBED.of(environment)
 
 
-def host_error(host: str) -> str | None:
+def host_error(host: str, option: str = "--host") -> str | None:
     """Why nothing can be sent to `host`, or None.
 
     Checked once at start, so that a typo in --host stops the run with one line instead of
     becoming thousands of failed requests. A TCP connect is enough: it proves a name that
     resolves and a port that listens, without sending the server a request it would count.
     """
-    shown = shown_url(host)
+    shown = f"{option} {shown_url(host)}"
     parts = urlsplit(host)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"--host {shown}: not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000)"
+        return f"{shown}: not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000)"
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         port = 0
     if not 1 <= port <= 65535:
-        return f"--host {shown}: the port must be a number in 1..65535"
+        return f"{shown}: the port must be a number in 1..65535"
     name = parts.hostname
     try:
         with gevent.Timeout(HOST_CHECK_TIMEOUT_S):
             addresses = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
     except gevent.Timeout:
-        return f"--host {shown}: no answer from DNS for {name} within {HOST_CHECK_TIMEOUT_S:g} s"
+        return f"{shown}: no answer from DNS for {name} within {HOST_CHECK_TIMEOUT_S:g} s"
     except socket.gaierror as e:
-        return f"--host {shown}: cannot resolve {name}: {e.strerror}"
+        return f"{shown}: cannot resolve {name}: {e.strerror}"
     reason = "no address"
     for family, kind, proto, _, address in addresses:
         try:
@@ -69,4 +69,4 @@ def host_error(host: str) -> str | None:
             reason = f"no answer within {HOST_CHECK_TIMEOUT_S:g} s"
         except OSError as e:
             reason = e.strerror or str(e)
-    return f"--host {shown}: cannot connect to {name}:{port}: {reason}"
+    return f"{shown}: cannot connect to {name}:{port}: {reason}"

@@ -18,9 +18,11 @@ from poolbench_locust import (
     start_checks,
     stop_timeout,
 )
+from poolbench_locust.ab import ab_checks, ab_report
 from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.consistency import consistency_report
+from poolbench_locust.cost import cost_report
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
 from poolbench_locust.json_sections import ResultEvents, result_events
@@ -51,6 +53,7 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     embedded_mock.setup(events)
     limits_check.setup(events)  # the server's own limits, before preflight sends it anything
     preflight.setup(events)
+    ab_checks.setup(events)  # --ab-host: not --host, listening, and each User class's preflight request to it
     # The reference answers of the consistency check, taken at test_start after the preflight's request,
     # one at a time before the users start; then every answer that carries a reference is compared.
     consistency_report.setup(events, pages, results)
@@ -90,6 +93,10 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # The Capacity tab, the report's section, the form's --find-capacity and the JSON result's capacity:
     # after the form's checks, so that a form they refuse installs no search.
     capacity_tab.setup(events, pages, results)
+    # --gpu-hour-cost: the price at the measured throughput and the capacity found, after the search's answer.
+    cost_report.setup(events, results)
+    # --ab-host: B's figures against A's, after the price lines in the console.
+    ab_report.setup(events, pages, results)
 
 
 setup(locust_events, page_events, result_events)

@@ -23,6 +23,7 @@ from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.metrics.pace_causes import alone_ms, note_alone
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.store import Slot
+from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
 
@@ -81,6 +82,8 @@ def preflight_error(environment: Environment) -> str | None:
             continue
         path, status, failure = answer
         route = f"{user_class.__name__} (POST {path})"
+        if settings_of(environment).ab_host:  # two hosts: say which one this was
+            route += f" on --host {shown_url(host or '')}"
         if failure is None:
             done.add(key)
             # The server counts this request and the stats do not: say so, for whoever reconciles the two.

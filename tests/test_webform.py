@@ -52,6 +52,8 @@ def test_every_option_has_a_group_and_a_human_label_and_keeps_its_help():
         "Sweep",
         "Capacity",
         "Checks",
+        "A/B",
+        "Cost",
         "Server metrics",
         "Prometheus",
     ]
@@ -205,6 +207,8 @@ FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
     {"--find-capacity": "true"},  # a search needs --slo
     {"--sweep-rates": "10,20", "--find-capacity": "true", "--slo": "e2e_ms=60"},  # it sets each probe's rate
     {"--max-requests": "100", "--repeat": "3"},  # the repeats' stats resets would start the count again
+    {"--ab-paired": "true"},  # pairs need a second host
+    {"--gpus": "4"},  # prices nothing without --gpu-hour-cost
 ]
 """Good values each, that the checks at start refuse together (the first flag is the one named)."""
 

@@ -12,6 +12,7 @@ from poolbench_locust.access import Access, access_for, warnings_given
 from poolbench_locust.endpoints.forms import form_of
 from poolbench_locust.endpoints.spec import AnswerForm, Endpoint
 from poolbench_locust.engine import packed
+from poolbench_locust.engine.ab import mark as ab_mark
 from poolbench_locust.engine.comparison_budget import ALWAYS, Always, ComparisonBudget, budget_for
 from poolbench_locust.engine.limits import Limits
 from poolbench_locust.engine.row_probe import learn_rows
@@ -238,7 +239,7 @@ def plan_for(user_class: type[Planned], options: Any, host: str | None = None, e
             settings=settings,
             route=route,
             path=path,
-            label=user_class.request_name or path,
+            label=(user_class.request_name or path) + ab_mark(settings.ab_host, target),
             headers=headers,
             requests=requests,
             references=references or [],

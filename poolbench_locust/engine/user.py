@@ -24,6 +24,7 @@ from locust.exception import CatchResponseError, StopUser
 
 from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer
 from poolbench_locust.engine import answer_checks, failure_messages
+from poolbench_locust.engine.ab import pair_ids, twin_class
 from poolbench_locust.engine.answer_values import Wanted, answer_values
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
@@ -104,12 +105,15 @@ class EndpointUser(FastHttpUser):
     abstract = True
     endpoint: ClassVar[Endpoint]
     request_name: ClassVar[str | None] = None
+    ab_side: ClassVar[str | None] = None
+    """"B" on the twin class that sends a user's requests to --ab-host (engine/ab.py), which is its `host`."""
 
     def __init__(self, environment: Any) -> None:
         # Options are checked when Locust starts (poolbench_locust.start_checks); a bad value typed into the
         # web UI's form later is caught here and stops this user in on_start, with the same message.
+        host = environment.host if self.ab_side is None else self.host
         try:
-            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, environment.host, environment)
+            self.plan: Plan | None = plan_for(type(self), environment.parsed_options, host, environment)
             self._option_error: OptionError | None = None
         except OptionError as e:
             self.plan, self._option_error = None, e
@@ -150,6 +154,18 @@ class EndpointUser(FastHttpUser):
         self._aimed: tuple[object, object] = (None, None)
         """The path and headers `_target` was worked out from: a plan or its headers replaced (the preflight's,
         a test's, a locustfile's) is aimed anew."""
+        self._context: dict[str, Any] = {}
+        """What `context()` adds to every request's event: an --ab-paired pair's id, else nothing."""
+        self._twin: EndpointUser | None = None
+        """--ab-host: the user of the twin class that sends this user's B requests (engine/ab.py)."""
+        if self.plan is not None and (b_host := self.plan.settings.ab_host) and self.ab_side is None:
+            self._twin = twin_class(type(self), b_host)(environment)
+            self._ab_paired = self.plan.settings.ab_paired
+            self._ab_turn = random.randrange(2)  # half the users begin with B: both hosts see the same load shape
+            self._ab_last: PreparedRequest | None = None
+
+    def context(self) -> Any:  # Locust's own is untyped, and the event's context merges it into a RequestContext
+        return self._context
 
     def on_start(self) -> None:
         if self._option_error is not None:  # already logged once by the test_start check
@@ -160,16 +176,39 @@ class EndpointUser(FastHttpUser):
     def send(self) -> None:
         if (plan := self.plan) is None:
             return
+        measure = self.measure if self._twin is None else self._measure_ab
         settings = plan.settings
         if not settings.open_loop:
-            self.measure(self._next_request(plan))
+            measure(self._next_request(plan))
             return
         if (arrival := self._open_loop.next_arrival(self.environment, settings, plan.schedule)) is None:
             raise StopUser()  # the trace is over
         due, line = arrival
         req = self._next_request(plan) if line is None else plan.requests[line]
         with self._open_loop.slot(self.environment, settings, due):
+            measure(req, due=due)
+
+    def _measure_ab(self, req: PreparedRequest, due: float | None = None) -> None:
+        """--ab-host: a scheduled request goes to A or B in turn, B sent the input A was sent before it (both
+        hosts get the same inputs); --ab-paired: to both at once, the two requests launched together."""
+        twin = self._twin
+        assert twin is not None
+        if self._ab_paired:
+            self._context = twin._context = {"ab_pair": next(pair_ids)}
+            other = gevent.spawn(twin.measure, req, due)
+            try:
+                self.measure(req, due=due)
+                other.join()
+            except BaseException:  # the user is stopped (or failed): its B request goes with it
+                other.kill(block=False)
+                raise
+            return
+        self._ab_turn ^= 1
+        if self._ab_turn:
+            self._ab_last = req
             self.measure(req, due=due)
+        else:
+            twin.measure(self._ab_last or req, due=due)
 
     def _next_request(self, plan: Plan) -> PreparedRequest:
         self._next = (self._next + 1) % len(plan.requests)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -135,6 +136,14 @@ def positive(text: str) -> float:
     return value
 
 
+def finite_positive(text: str) -> float:
+    """A number > 0 that is finite: a price (nan and inf pass `positive`'s comparisons)."""
+    value = positive(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def ratio(text: str) -> float:
     value = non_negative(text)
     if value > 1:
@@ -232,6 +241,16 @@ def metrics_targets(text: str) -> str:
                 f"must be auto, off, or http(s):// URLs separated by commas, got {shown_url(url)!r}"
             )
     return text
+
+
+def host_url(text: str) -> str:
+    """An http(s) URL with a host, as --host takes (--ab-host)."""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"must be an http:// or https:// URL with a host (e.g. http://127.0.0.1:8001), got {shown_url(text)!r}"
+        )
+    return text.strip().rstrip("/")
 
 
 MAX_EXTRA_BODY_CHARS = 16384

@@ -34,6 +34,8 @@ from poolbench_locust.options.parsers import (
     dataset,
     extra_body,
     file_name,
+    finite_positive,
+    host_url,
     image_size,
     metrics_targets,
     non_negative,
@@ -117,6 +119,8 @@ OPEN_LOOP = "Open loop"
 SWEEP = "Sweep"
 CAPACITY = "Capacity"
 CHECKS = "Checks"
+AB = "A/B"
+COST = "Cost"
 SERVER_METRICS = "Server metrics"
 PROMETHEUS = "Prometheus"
 RESULTS = "Results"
@@ -639,6 +643,37 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "schedule made due (the client fell behind its --request-rate, sweep step or trace).",
             label="Lowest share of the open loop's requests sent",
         ),
+    ),
+    *group(
+        AB,
+        Option(
+            "--ab-host",
+            host_url,
+            None,
+            "A second server, B, measured beside --host (A) on one schedule: each scheduled request goes to A or "
+            "B in turn (per user, so both see the same load shape), each host's figures under its request names "
+            "marked [A] and [B], and a comparison of B against A, each figure's difference with an interval and "
+            "a verdict (docs/choosing-servers.md).",
+            label="Second server B, URL",
+        ),
+        flag(
+            "--ab-paired",
+            "With --ab-host: send each scheduled request's input to both hosts at the same moment (two requests "
+            "launched together), and compare them pair by pair.",
+            "Send each input to both servers at once",
+        ),
+    ),
+    *group(
+        COST,
+        Option(
+            "--gpu-hour-cost",
+            finite_positive,
+            None,
+            "Price of one GPU-hour in USD: the run's cost per 1M input tokens and per 1,000 requests at the "
+            "measured throughput (and at the capacity found by --find-capacity).",
+            label="GPU-hour price, USD",
+        ),
+        Option("--gpus", whole(1), 1, "GPUs the server runs on (--gpu-hour-cost prices each).", label="GPUs"),
     ),
     *group(
         SERVER_METRICS,

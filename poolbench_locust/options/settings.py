@@ -116,6 +116,12 @@ class Settings:
     check_min_cosine: float | None = None
     check_max_top1_changed: float | None = None
     check_min_rate_ratio: float | None = None
+    # A/B
+    ab_host: str | None = None
+    ab_paired: bool = False
+    # Cost
+    gpu_hour_cost: float | None = None
+    gpus: int = 1
     # Server metrics
     server_metrics: str = "auto"
     server_metrics_interval: float = 5.0
@@ -201,6 +207,9 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         )
     if s.check_min_goodput is not None and s.slo is None:
         yield OptionError("--check-min-goodput", "goodput counts the requests that met --slo: give --slo too")
+    if s.gpus != 1 and s.gpu_hour_cost is None:
+        yield OptionError("--gpus", "prices the GPUs at --gpu-hour-cost: give --gpu-hour-cost too")
+    yield from _ab_refused(s)
     if s.check_min_rate_ratio is not None and not s.open_loop:
         yield OptionError(
             "--check-min-rate-ratio",
@@ -234,6 +243,26 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
             yield OptionError(flag, "--find-capacity sets the rate of each probe itself: leave it out")
     if s.trace is not None:
         yield OptionError("--find-capacity", "a trace (--dataset trace:) sets every request's time: leave one out")
+
+
+def _ab_refused(s: Settings) -> Iterator[OptionError]:
+    """--ab-host shares one schedule between two hosts: not a schedule whose every request is its own (a
+    trace), nor figures taken of one host alone (a capacity search, --server-metrics URLs)."""
+    if s.ab_paired and s.ab_host is None:
+        yield OptionError("--ab-paired", "sends each input to both hosts: give --ab-host too")
+    if s.ab_host is None:
+        return
+    if s.trace is not None:
+        yield OptionError("--ab-host", "a trace (--dataset trace:) replays each request once: leave one out")
+    if s.find_capacity:
+        yield OptionError(
+            "--ab-host", "a capacity search of each host on one schedule is not built: run --find-capacity on each"
+        )
+    if s.server_metrics not in ("off", "auto"):
+        yield OptionError(
+            "--server-metrics",
+            "with --ab-host, a URL per host is not built: off or auto (which scrapes neither host under --ab-host)",
+        )
 
 
 def _max_requests_refused(s: Settings) -> Iterator[OptionError]:

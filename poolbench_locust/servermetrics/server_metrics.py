@@ -68,7 +68,8 @@ def _start(environment: Environment, state: Scraping) -> None:
         stop_run(environment, str(e))
         return
     mode, interval = settings.server_metrics, settings.server_metrics_interval
-    if mode == "off" or not (urls := _urls(environment, mode)):
+    # --ab-host: the client's figures are two hosts' together, which one host's metrics would not reconcile with
+    if mode == "off" or settings.ab_host is not None or not (urls := _urls(environment, mode)):
         return
     state.views = [ServerView(url, shown_url(url)) for url in urls]
     runner = environment.runner

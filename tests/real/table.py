@@ -14,7 +14,10 @@ def lines() -> list[str]:
         return []
     out: list[str] = [""]
     write = out.append
-    write("Conformance (client: poolbench-locust's Pooling CSV; server: vLLM's /metrics delta, Infinity's usage)")
+    write(
+        "Conformance (client: poolbench-locust's Pooling CSV; server: vLLM's /metrics delta, Infinity's usage; "
+        "Triton and KServe count none)"
+    )
     write(f"{'server':9} {'cell':44} {'requests':>8} {'failures':>8} {'client tok':>10} {'server tok':>10} "
           f"{'source':16} {'bytes':>9} {'E2E ms':>7} {'server ms':>9}")  # fmt: skip
     for row in RESULTS:

@@ -1,0 +1,139 @@
+"""--gpu-hour-cost and --gpus: the price of a million input tokens and of a thousand requests, the arithmetic
+on the run's own measured throughput, in the JSON result and the console summary; a bad price stops the run."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from poolbench_locust.cost.pricing import Throughput, line, price
+from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
+from tests.support.hostile import server_process
+from tests.support.locust_run import LOAD, run_locust
+
+
+def _options(**given: str) -> argparse.Namespace:
+    values = {opt.dest: opt.default for opt in ALL_OPTIONS}
+    return argparse.Namespace(**(values | given))
+
+
+@pytest.mark.parametrize("bad", ["0", "-2.5", "free", "nan", "inf"])
+def test_a_price_that_is_not_a_positive_number_names_the_option(bad):
+    with pytest.raises(OptionError) as refused:
+        Settings.from_options(_options(gpu_hour_cost=bad))
+    assert refused.value.option == "--gpu-hour-cost"
+
+
+def test_gpus_without_a_price_is_refused():
+    with pytest.raises(OptionError) as refused:
+        Settings.from_options(_options(gpus="4"))
+    assert refused.value.option == "--gpus"
+    assert Settings.from_options(_options(gpus="4", gpu_hour_cost="2.5")).gpus == 4
+
+
+def test_the_price_is_the_fleets_hour_over_what_it_did_in_it():
+    # 2 GPUs at $3/h: $6/h; 1,000 tokens/s are 3.6M tokens an hour, 10 requests/s are 36,000
+    p = price(3.0, 2, Throughput(requests_per_s=10.0, input_tokens_per_s=1000.0, at="measured"))
+    assert p.usd_per_hour == 6.0
+    assert p.usd_per_1m_input_tokens == pytest.approx(6.0 / 3.6)
+    assert p.usd_per_1k_requests == pytest.approx(6.0 / 36.0)
+    assert "$1.667 per 1M input tokens, $0.1667 per 1,000 requests" in line(p, "x", energy_j_per_1m=1234.5)
+    assert "energy 1,234.5 J per 1M input tokens" in line(p, "x", energy_j_per_1m=1234.5)
+
+
+def test_nothing_done_has_no_price():
+    p = price(3.0, 1, Throughput(requests_per_s=0.0, input_tokens_per_s=None, at="measured"))
+    assert p.usd_per_1m_input_tokens is None and p.usd_per_1k_requests is None
+    assert "n/a per 1M input tokens" in line(p, "x")
+
+
+def test_the_run_prices_its_own_measured_throughput(mock_server, tmp_path):
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *LOAD,
+        "--gpu-hour-cost",
+        "2.5",
+        "--gpus",
+        "2",
+        host=mock_server.url,
+        users=2,
+        requests=150,
+        json_result=tmp_path / "r.json",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    doc = result.json()
+    cost, run = doc["cost"], doc  # vLLM's names of the run's total: the same figures the pooling table shows
+    assert cost["gpu_hour_usd"] == 2.5 and cost["gpus"] == 2 and cost["usd_per_hour"] == 5.0
+    assert run["completed"] >= 150 and run["failed"] == 0
+    assert cost["usd_per_1m_input_tokens"] == pytest.approx(5.0 / (run["total_token_throughput"] * 3600) * 1e6)
+    assert cost["usd_per_1k_requests"] == pytest.approx(5.0 / (run["request_throughput"] * 3600) * 1e3)
+    assert cost["measured"]["usd_per_1m_input_tokens"] == cost["usd_per_1m_input_tokens"]
+    assert cost["capacity"] is None and cost["per_host"] is None and cost["energy_j_per_1m_input_tokens"] is None
+    summary = result.stdout + result.stderr
+    assert "Cost (--gpu-hour-cost $2.5 x 2 GPUs = $5/hour" in summary
+    assert f"{cost['usd_per_1m_input_tokens']:.4g} per 1M input tokens" in summary
+
+
+def test_without_a_price_the_result_says_none(mock_server, tmp_path):
+    result = run_locust(
+        "locustfiles/embeddings.py", *LOAD, host=mock_server.url, users=1, requests=10, json_result=tmp_path / "r.json"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.json()["cost"] is None
+    assert "--gpu-hour-cost" not in result.stdout + result.stderr
+
+
+def test_beside_the_price_the_energy_per_million_tokens_of_a_dcgm_exporter(mock_server, tmp_path):
+    with server_process("tests.support.dcgm_page:two_gpus") as dcgm:
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            *LOAD,
+            *("--server-metrics", f"{mock_server.url}/metrics,{dcgm}/metrics", "--server-metrics-interval", "1"),
+            *("--stop-timeout", "5", "--gpu-hour-cost", "4"),
+            host=mock_server.url,
+            users=2,
+            run_time="4s",
+            json_result=tmp_path / "g.json",
+            timeout=90,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = result.json()
+    (block,) = doc["server_metrics"]["gpus"]
+    cost = doc["cost"]
+    assert block["energy_j_per_1m_input_tokens"] > 0
+    assert cost["energy_j_per_1m_input_tokens"] == block["energy_j_per_1m_input_tokens"]
+    energy = f"energy {block['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens"
+    assert energy in next(x for x in result.stderr.splitlines() if "at the measured throughput" in x)
+
+
+@pytest.mark.timing
+def test_a_capacity_found_is_priced_at_its_rate_beside_its_probes_energy(tmp_path):
+    """A search against 4 slots x 20 ms (200 requests/s at most), the 250 W dcgm page beside it."""
+    env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
+    with (
+        server_process("tests.support.slots_server:slots", env) as url,
+        server_process("tests.support.dcgm_page:two_gpus") as dcgm,
+    ):
+        result = run_locust(
+            "locustfiles/embeddings.py",
+            *("--find-capacity", "--slo", "e2e_ms=60", "--input-len", "6", "--only-summary"),
+            *("--capacity-start-rate", "50", "--sweep-step-time", "2", "-t", "20s", "--gpu-hour-cost", "3"),
+            *("--server-metrics", f"{url}/metrics,{dcgm}/metrics", "--server-metrics-interval", "0.5"),
+            host=url,
+            users=16,
+            json_result=tmp_path / "cap.json",
+            timeout=90,
+        )
+    doc = result.json()
+    capacity, cost = doc["capacity"], doc["cost"]
+    assert capacity["requests_per_s"] is not None, capacity["answer"]
+    best = max((p for p in capacity["probes"] if p["passed"]), key=lambda p: p["rate"])
+    priced = cost["capacity"]
+    assert priced["requests_per_s"] == capacity["requests_per_s"]
+    assert priced["usd_per_1m_input_tokens"] == pytest.approx(3.0 / (capacity["input_tokens_per_s"] * 3600) * 1e6)
+    assert priced["usd_per_1k_requests"] == pytest.approx(3.0 / (capacity["requests_per_s"] * 3600) * 1e3)
+    assert cost["usd_per_1m_input_tokens"] == priced["usd_per_1m_input_tokens"]  # the headline is the capacity's
+    assert cost["energy_j_per_1m_input_tokens"] == best["energy_j_per_1m_input_tokens"] is not None
+    line = next(x for x in result.stderr.splitlines() if "at the capacity found" in x)
+    assert f"energy {best['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens" in line
