@@ -100,3 +100,14 @@ def test_the_pooling_summary_is_throughput_latency_tokens_and_goodput_within_the
     assert max(len(line) for line in lines) <= WIDTH
     whole = console_table(stats, 0)
     assert len([line for line in whole if line.startswith("Name")]) == 1
+
+
+def test_an_ab_run_with_a_price_fits_120_columns(mock_server_factory):
+    """The A/B comparison (its title and verdicts wrapped, its table fitted) and the price lines, beside the
+    two hosts' rows in every other table."""
+    a, b = mock_server_factory("--ttfb-ms", "5"), mock_server_factory("--ttfb-ms", "8")
+    args = ("--ab-host", b.url, "--gpu-hour-cost", "2.5", "--count-tokens-with-server", "--slo", "e2e_ms=100")
+    done = run_locust("locustfiles/embeddings.py", *args, users=4, run_time="12s", host=a.url, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "A/B: B " in done.stderr and "B - A" in done.stderr
+    assert widest(done.stderr) <= WIDTH, "\n".join(line for line in table_lines(done.stderr) if len(line) > WIDTH)

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from poolbench_locust.cost.pricing import Throughput, line, price
+from poolbench_locust.cost.pricing import Throughput, price, row
 from poolbench_locust.options import ALL_OPTIONS, OptionError, Settings
 from tests.support.hostile import server_process
 from tests.support.locust_run import LOAD, run_locust
@@ -38,14 +38,13 @@ def test_the_price_is_the_fleets_hour_over_what_it_did_in_it():
     assert p.usd_per_hour == 6.0
     assert p.usd_per_1m_input_tokens == pytest.approx(6.0 / 3.6)
     assert p.usd_per_1k_requests == pytest.approx(6.0 / 36.0)
-    assert "$1.667 per 1M input tokens, $0.1667 per 1,000 requests" in line(p, "x", energy_j_per_1m=1234.5)
-    assert "energy 1,234.5 J per 1M input tokens" in line(p, "x", energy_j_per_1m=1234.5)
+    assert row(p, "x", energy_j_per_1m=1234.5) == ["x", "$1.667", "$0.1667", "1,000.0", "10.00", "1,234.5"]
 
 
 def test_nothing_done_has_no_price():
     p = price(3.0, 1, Throughput(requests_per_s=0.0, input_tokens_per_s=None, at="measured"))
     assert p.usd_per_1m_input_tokens is None and p.usd_per_1k_requests is None
-    assert "n/a per 1M input tokens" in line(p, "x")
+    assert row(p, "x")[1:4] == ["n/a", "n/a", "no successful request"]
 
 
 def test_the_run_prices_its_own_measured_throughput(mock_server, tmp_path):
@@ -72,7 +71,8 @@ def test_the_run_prices_its_own_measured_throughput(mock_server, tmp_path):
     assert cost["capacity"] is None and cost["per_host"] is None and cost["energy_j_per_1m_input_tokens"] is None
     summary = result.stdout + result.stderr
     assert "Cost (--gpu-hour-cost $2.5 x 2 GPUs = $5/hour" in summary
-    assert f"{cost['usd_per_1m_input_tokens']:.4g} per 1M input tokens" in summary
+    shown = next(x for x in summary.splitlines() if x.startswith("measured throughput")).split()
+    assert shown[2] == f"${cost['usd_per_1m_input_tokens']:.4g}" and shown[3] == f"${cost['usd_per_1k_requests']:.4g}"
 
 
 def test_without_a_price_the_result_says_none(mock_server, tmp_path):
@@ -103,8 +103,8 @@ def test_beside_the_price_the_energy_per_million_tokens_of_a_dcgm_exporter(mock_
     cost = doc["cost"]
     assert block["energy_j_per_1m_input_tokens"] > 0
     assert cost["energy_j_per_1m_input_tokens"] == block["energy_j_per_1m_input_tokens"]
-    energy = f"energy {block['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens"
-    assert energy in next(x for x in result.stderr.splitlines() if "at the measured throughput" in x)
+    energy = f"{block['energy_j_per_1m_input_tokens']:,.1f}"
+    assert next(x for x in result.stderr.splitlines() if x.startswith("measured throughput")).endswith(energy)
 
 
 @pytest.mark.timing
@@ -135,5 +135,5 @@ def test_a_capacity_found_is_priced_at_its_rate_beside_its_probes_energy(tmp_pat
     assert priced["usd_per_1k_requests"] == pytest.approx(3.0 / (capacity["requests_per_s"] * 3600) * 1e3)
     assert cost["usd_per_1m_input_tokens"] == priced["usd_per_1m_input_tokens"]  # the headline is the capacity's
     assert cost["energy_j_per_1m_input_tokens"] == best["energy_j_per_1m_input_tokens"] is not None
-    line = next(x for x in result.stderr.splitlines() if "at the capacity found" in x)
-    assert f"energy {best['energy_j_per_1m_input_tokens']:,.1f} J per 1M input tokens" in line
+    line = next(x for x in result.stderr.splitlines() if x.startswith("capacity found"))
+    assert line.endswith(f"{best['energy_j_per_1m_input_tokens']:,.1f}")

@@ -117,7 +117,9 @@ def _title(state: AbState, comparison: Comparison) -> str:
     )
 
 
-def console_lines(state: AbState, comparison: Comparison) -> list[str]:
+def console_lines(state: AbState, comparison: Comparison, width: int | None = None) -> list[str]:
+    """The comparison for the console: its title and verdicts wrapped, its table fitted, to `width`
+    (--console-width; 0 or None: whole lines)."""
     cells = [["Figure", "A", "B", "B - A", f"{LEVEL:.0%} interval", "Verdict"]]
     for r in comparison.rows:
         unit = "%" if r.figure.relative else " pts"
@@ -125,7 +127,12 @@ def console_lines(state: AbState, comparison: Comparison) -> list[str]:
         diff = "" if r.difference is None else f"{r.difference:+,.1f}{unit}"
         verdict = r.verdict().split(", ", 1)[1] if r.beyond_noise is not None else r.verdict().split(": ", 2)[-1]
         cells.append([r.figure.name, _fmt(r.a), _fmt(r.b), diff, interval, verdict])
-    return [_title(state, comparison), *texttable.aligned(cells), comparison.summary()]
+    summary = comparison.summary()
+    return [
+        *texttable.wrapped(_title(state, comparison), width),
+        *texttable.fitted_lines(cells, width),
+        *(line for part in summary.split("; ") for line in texttable.wrapped(part, width)),
+    ]
 
 
 def csv_text(table: list[dict[str, Any]]) -> str:
@@ -242,7 +249,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         state = state_of(environment)
         if state.listening:
             console.info("")
-            for text in console_lines(state, state.comparison()):
+            for text in console_lines(state, state.comparison(), settings_of(environment).console_width):
                 console.info(text)
 
 

@@ -10,8 +10,9 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import WorkerRunner
 
+from poolbench_locust import texttable
 from poolbench_locust.capacity.capacity_shape import capacity_of
-from poolbench_locust.cost.pricing import Price, Throughput, line, price
+from poolbench_locust.cost.pricing import Throughput, price, row
 from poolbench_locust.engine.ab import MARKS, side_of
 from poolbench_locust.json_sections import INPUTS_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.metrics.collector import PoolingStats, stats_of
@@ -127,23 +128,24 @@ def cost_fields(environment: Environment) -> dict[str, Any]:
 
 
 def console_lines(environment: Environment) -> list[str]:
+    """The price at each throughput measured, a row each, fitted to --console-width."""
     if (settings := _settings(environment)) is None or settings.gpu_hour_cost is None:
         return []
     usd, gpus = settings.gpu_hour_cost, settings.gpus
     stats = stats_of(environment)
     measured = price(usd, gpus, _measured(stats))
     found = _capacity(environment)
-    lines = [
+    rows = [["At", "USD/1M Input Tokens", "USD/1k Requests", "Input Tokens/s", "Requests/s", "Energy J/1M Tokens"]]
+    rows.append(row(measured, "measured throughput", None if found is not None else _energy(environment)))
+    for side in sorted({s for e in stats.entries.values() if (s := side_of(e.name)) is not None}):
+        rows.append(row(price(usd, gpus, _measured(stats, side)), f"host {MARKS[side].strip()}, its share"))
+    if found is not None:
+        rows.append(row(price(usd, gpus, found[0]), "capacity found", found[1]))
+    title = (
         f"Cost (--gpu-hour-cost ${usd:g} x {gpus} GPU{'s' if gpus > 1 else ''} = ${measured.usd_per_hour:g}/hour; "
         "successful requests and their input tokens)"
-    ]
-    lines.append(line(measured, "  at the measured throughput", None if found is not None else _energy(environment)))
-    for side in sorted({s for e in stats.entries.values() if (s := side_of(e.name)) is not None}):
-        host: Price = price(usd, gpus, _measured(stats, side))
-        lines.append(line(host, f"  host {MARKS[side].strip()}, at its share of the schedule"))
-    if found is not None:
-        lines.append(line(price(usd, gpus, found[0]), "  at the capacity found", found[1]))
-    return lines
+    )
+    return [*texttable.wrapped(title, settings.console_width), *texttable.fitted_lines(rows, settings.console_width)]
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:

@@ -61,18 +61,14 @@ def usd(value: float | None) -> str:
     return f"${value:,.2f}" if value >= 100 else f"${value:.4g}"
 
 
-def line(p: Price, label: str, energy_j_per_1m: float | None = None) -> str:
-    """One console line of a price: `label` names whose throughput it is."""
+def row(p: Price, label: str, energy_j_per_1m: float | None = None) -> list[str]:
+    """A price as the cost table's row: `label` names whose throughput it is."""
     t = p.throughput
-    rates = (
-        f"{t.input_tokens_per_s or 0:,.1f} input tokens/s, {t.requests_per_s or 0:,.2f} requests/s"
-        if t.requests_per_s
-        else "no successful request"
-    )
-    text = (
-        f"{label}: {usd(p.usd_per_1m_input_tokens)} per 1M input tokens, {usd(p.usd_per_1k_requests)} per 1,000 "
-        f"requests (at {rates})"
-    )
-    if energy_j_per_1m is not None:
-        text += f"; energy {energy_j_per_1m:,.1f} J per 1M input tokens"
-    return text
+    return [
+        label,
+        usd(p.usd_per_1m_input_tokens),
+        usd(p.usd_per_1k_requests),
+        f"{t.input_tokens_per_s or 0:,.1f}" if t.requests_per_s else "no successful request",
+        f"{t.requests_per_s or 0:,.2f}" if t.requests_per_s else "",
+        "" if energy_j_per_1m is None else f"{energy_j_per_1m:,.1f}",
+    ]
