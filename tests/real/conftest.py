@@ -52,6 +52,38 @@ def infinity_binary_server() -> Iterator[RealServer]:
     yield from _server("infinity-binary")
 
 
+@pytest.fixture(scope="session")
+def vllm_rerank_server() -> Iterator[RealServer]:
+    """vLLM 0.32.0 (CPU) serving the built cross-encoder (one label, random weights): /rerank, /score."""
+    yield from _server("vllm-rerank")
+
+
+@pytest.fixture(scope="session")
+def vllm_classify_server() -> Iterator[RealServer]:
+    """vLLM 0.32.0 (CPU) serving the built three-label classifier: /classify."""
+    yield from _server("vllm-classify")
+
+
+@pytest.fixture(scope="session")
+def vllm_token_classify_server() -> Iterator[RealServer]:
+    """vLLM 0.32.0 (CPU) serving the built token-classification model: /pooling token_classify."""
+    yield from _server("vllm-token-classify")
+
+
+@pytest.fixture(scope="session")
+def infinity_cross_server() -> Iterator[RealServer]:
+    """Infinity 0.0.78 serving the built cross-encoder (reranker) and three-label classifier, one process:
+    `.model_named("minilm-rerank")`, `.model_named("minilm-classify")`."""
+    yield from _server("infinity-cross")
+
+
+@pytest.fixture(scope="session")
+def triton_server() -> Iterator[RealServer]:
+    """Triton Inference Server (nvidia-pytriton 0.7.0's binary, CPU) serving devsupport/real/triton_model.py's
+    `minilm` over KServe v2: `.url`, `.model`, `.metrics()` (its own port's nv_inference_* page)."""
+    yield from _server("triton")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in table.lines():
         terminalreporter.write_line(line)

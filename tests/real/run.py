@@ -19,7 +19,7 @@ ROOT = HERE.parent.parent
 if __package__ in (None, ""):  # run as `python tests/real/run.py`: the root's devsupport/ on the path
     sys.path.insert(0, str(ROOT))
 
-from devsupport.real.servers import URL_ENV, RealServer, install, start  # noqa: E402
+from devsupport.real.servers import URL_ENV, RealServer, environment, install, start  # noqa: E402
 
 
 def main(pytest_args: list[str]) -> int:
@@ -39,7 +39,7 @@ def main(pytest_args: list[str]) -> int:
         for server in servers:
             print(f"real: {server.name} ready at {server.url} in {server.ready_s:.0f} s (pid {server.proc.pid})",
                   flush=True)  # fmt: skip
-        env = {**os.environ, **{URL_ENV[s.name]: s.url for s in servers}}
+        env = {**os.environ, **environment(servers)}
         cmd = [sys.executable, "-m", "pytest", "-m", "real", "-p", "no:cacheprovider", str(HERE), *pytest_args]
         tests = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
         return tests.returncode
