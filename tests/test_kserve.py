@@ -99,6 +99,23 @@ def test_kserve_runs_against_the_bundled_mock_with_no_failure(tmp_path, encoding
     assert int(row["Sequences"]) == 3 * int(row["Request Count"])
 
 
+def test_a_gzipped_binary_tensor_is_read_as_tritons_is(mock_server_factory, tmp_path):
+    """Triton gzips its binary tensors (head and tensor) when the client accepts gzip, as it does JSON: the mock
+    with --gzip does too, and the run reads the head, the tensor and its first vector out of the stream."""
+    mock = mock_server_factory("--flavor", "kserve", "--dim", "8", "--gzip")
+    plain = requests.post(f"{mock.url}/v2/models/m/infer", json=infer_body(["a b", "c"], True), timeout=T,
+                          headers={"Accept-Encoding": "identity"})  # fmt: skip
+    zipped = requests.post(f"{mock.url}/v2/models/m/infer", json=infer_body(["a b", "c"], True), timeout=T)
+    assert "content-encoding" not in plain.headers and zipped.headers["content-encoding"] == "gzip"
+    assert zipped.content == plain.content  # requests inflated it
+    run = run_locust("locustfiles/kserve.py", "--model", "m", "--encoding-format", "bytes", "--check-vectors", *LOAD,
+                     users=1, requests=10, host=mock.url, csv=tmp_path / "run")  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    row = run.csv("pooling")["/v2/models/m/infer"]
+    assert int(row["Request Count"]) == 10 and row["Failure Count"] == "0", row
+    assert int(row["Vectors"]) == 30
+
+
 def test_kserve_without_a_model_stops_at_start_naming_model(tmp_path):
     run = run_locust("locustfiles/kserve.py", *LOAD, users=1, run_time="3s")
     assert run.returncode == 1
