@@ -65,8 +65,8 @@ default, 0.92, fails for the second). On the CPU backend its KV cache is VLLM_CP
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
 
 
-HEALTH_PATH = {"triton": "/v2/health/ready"}
-"""Where each server says it is ready, when not /health."""
+HEALTH_PATH = {"triton": "/v2/models/minilm/ready"}
+"""Where each server says it is ready, when not /health (Triton is ready before PyTriton has loaded its model)."""
 TRITON_MODEL = "minilm"
 """The model devsupport/real/triton_model.py binds."""
 

@@ -10,7 +10,6 @@ start (the preflight request) and reaches the user.
 
 from __future__ import annotations
 
-import csv
 import re
 import time
 from dataclasses import dataclass
@@ -21,18 +20,13 @@ import pytest
 from devsupport.real import prometheus, servers
 from devsupport.real.servers import RealServer
 from tests.real.table import RESULTS
-from tests.support.locust_run import run_locust
+from tests.support.real_cell import headless
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
 
-LOCUSTFILE = str(Path(__file__).with_name("all_users.py"))
 DIM = 384
 """all-MiniLM-L6-v2's embedding dimension."""
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
-CELL_REQUESTS = 20
-"""Each cell's run ends at this many requests (--max-requests): what the cell checks is counts and agreement."""
-RUN_S = 30
-"""...and within this many seconds whatever the server's speed (a cell's own -t, given after, wins)."""
 LATENCY_SLACK_MS = 10.0
 LATENCY_SLACK_SHARE = 0.25
 """How far the client's mean E2E may lie above vLLM's: its e2e_request_latency starts when the engine
@@ -41,41 +35,6 @@ That work outside the engine's clock was 6 ms of 55 on an idle 2-core machine (f
 alike), and 9 to 36 ms of 80 to 144 while other test suites kept both cores busy, so the bound
 grows with the server's time. A measuring client adds about 1 ms (bench/accuracy.py); one that
 stopped its clock at the headers, or counted a parse, would fall outside one side or the other."""
-
-
-@dataclass
-class Outcome:
-    code: int
-    log: str
-    stats: dict[str, str]
-    pooling: dict[str, str]
-    failures: list[dict[str, str]]
-
-
-def _aggregated(path: Path) -> dict[str, str]:
-    if not path.is_file():
-        return {}
-    with path.open() as f:
-        return next((row for row in csv.DictReader(f) if row["Name"] == "Aggregated"), {})
-
-
-def headless(server: RealServer, user_class: str, *args: str, tmp: Path, preflight: bool = False) -> Outcome:
-    prefix = tmp / user_class
-    done = run_locust(
-        LOCUSTFILE,
-        *(user_class, "--model", server.model, "--stop-timeout", "10", "--only-summary"),
-        *("--max-requests", str(CELL_REQUESTS), *args),
-        users=1,
-        run_time=f"{RUN_S}s",
-        host=server.url,
-        csv=prefix,
-        env={"LOCUST_NO_PREFLIGHT": "false" if preflight else "true"},
-        timeout=RUN_S + 60,
-    )
-    failures_path = Path(f"{prefix}_failures.csv")
-    failures = list(csv.DictReader(failures_path.open())) if failures_path.is_file() else []
-    return Outcome(done.returncode, done.stdout + done.stderr, _aggregated(Path(f"{prefix}_stats.csv")),
-                   _aggregated(Path(f"{prefix}_pooling.csv")), failures)  # fmt: skip
 
 
 @dataclass
