@@ -38,10 +38,15 @@ URL_ENV = {
     "vllm-token-classify": "POOLBENCH_REAL_VLLM_TOKEN_CLASSIFY_URL",
     "infinity-cross": "POOLBENCH_REAL_INFINITY_CROSS_URL",
     "triton": "POOLBENCH_REAL_TRITON_URL",
+    "kserve": "POOLBENCH_REAL_KSERVE_URL",
 }
+STARTED_FIRST = ("vllm", "vllm-token", "infinity", "infinity-binary")
+"""The servers `make test-real` starts at once before the tests (most tests use them). The others are started
+by the fixtures of the one test module that uses each, one at a time, and stopped at its end: a vLLM takes
+both cores for a minute or two as it starts, and 2.3 GB as it runs (its API server, engine and worker)."""
 VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity",
            "vllm-rerank": "vllm", "vllm-classify": "vllm", "vllm-token-classify": "vllm",
-           "infinity-cross": "infinity", "triton": "triton"}  # fmt: skip
+           "infinity-cross": "infinity", "triton": "triton", "kserve": "kserve"}  # fmt: skip
 """Which venv serves each server: the same build, started with other options."""
 MODELS_OF = {
     "vllm-rerank": ["minilm-rerank"],
@@ -58,6 +63,15 @@ EXTRA_ARGS = {
     "vllm-token": ["--pooler-config", '{"task": "token_embed"}'],
     # Infinity packs its answers as it was started: binary, 8 dimensions a byte (384 -> 48 values)
     "infinity-binary": ["--embedding-dtype", "binary"],
+    # The built models' cells count and check answers, they time nothing: no warm-up and no compile (on a loaded
+    # 2-core machine Infinity's warm-up took a minute a model; vLLM's compile and warm-up 5 to 40 s of its start,
+    # most of the rest being three processes' imports of vLLM and torch, 30 s each: the API server, the engine
+    # and its worker. Neither --distributed-executor-backend uni nor VLLM_ENABLE_V1_MULTIPROCESSING=0 helped:
+    # the first left the worker, the second made each request 5 to 13 times slower.)
+    "infinity-cross": ["--no-model-warmup"],
+    "vllm-rerank": ["--enforce-eager"],
+    "vllm-classify": ["--enforce-eager"],
+    "vllm-token-classify": ["--enforce-eager"],
 }
 VLLM_MEMORY_SHARE = "0.4"
 """Two vLLMs start at once: each checks at start that this share of the machine's memory is free (the
@@ -65,10 +79,10 @@ default, 0.92, fails for the second). On the CPU backend its KV cache is VLLM_CP
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
 
 
-HEALTH_PATH = {"triton": "/v2/models/minilm/ready"}
+HEALTH_PATH = {"triton": "/v2/models/minilm/ready", "kserve": "/v2/models/minilm/ready"}
 """Where each server says it is ready, when not /health (Triton is ready before PyTriton has loaded its model)."""
 TRITON_MODEL = "minilm"
-"""The model devsupport/real/triton_model.py binds."""
+"""The model devsupport/real/triton_model.py binds, and devsupport/real/kserve_model.py serves."""
 
 
 def venv(name: str) -> Path:
@@ -101,6 +115,8 @@ def command(name: str, port: int, metrics_port: int = 0) -> list[str]:
         # Triton's gRPC port is not used here, but Triton opens one: a free one, not 8001
         python = str(venv(name) / "bin" / "python")
         return [python, str(HERE / "triton_model.py"), str(port), str(free_port()), str(metrics_port)]
+    if name == "kserve":
+        return [str(venv(name) / "bin" / "python"), str(HERE / "kserve_model.py"), str(port)]
     models = [str(path) for path in built_models(name)]
     model = models[0]
     extra = EXTRA_ARGS.get(name, [])
@@ -207,7 +223,7 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
 
 
 def name_models(server: RealServer) -> None:
-    if server.name == "triton":
+    if server.name in ("triton", "kserve"):
         server.models = [TRITON_MODEL]
     elif VENV_OF[server.name] == "vllm":
         server.models = [SERVED_MODEL]

@@ -134,9 +134,7 @@ def vllm_cell(server: RealServer, tmp_path: Path, cell: str, user_class: str, ar
 VLLM_BUILT_CELLS = [
     ("xenc-rerank", "vllm_rerank_server", "RerankUser", ["--documents", "4"], 4),
     ("xenc-score", "vllm_rerank_server", "ScoreUser", ["--documents", "4"], 4),
-    ("xenc-score-b1", "vllm_rerank_server", "ScoreUser", ["--documents", "1"], 1),
     ("classify-3", "vllm_classify_server", "ClassifyUser", ["--batch-size", "4"], 4),
-    ("classify-3-b1", "vllm_classify_server", "ClassifyUser", ["--batch-size", "1"], 1),
 ]  # fmt: skip
 
 
