@@ -132,7 +132,7 @@ def attached(name: str, url: str) -> servers.RealServer:
     if urlsplit(url).hostname not in ("127.0.0.1", "localhost"):
         raise SystemExit(f"--{name}-url: 127.0.0.1 only")
     server = servers.RealServer(name, url.rstrip("/"))
-    server.model = servers.SERVED_MODEL if name == "vllm" else servers.model_name_of(server.url)
+    servers.name_models(server)
     return server
 
 

@@ -99,6 +99,23 @@ def test_kserve_runs_against_the_bundled_mock_with_no_failure(tmp_path, encoding
     assert int(row["Sequences"]) == 3 * int(row["Request Count"])
 
 
+def test_a_gzipped_binary_tensor_is_read_as_tritons_is(mock_server_factory, tmp_path):
+    """Triton gzips its binary tensors (head and tensor) when the client accepts gzip, as it does JSON: the mock
+    with --gzip does too, and the run reads the head, the tensor and its first vector out of the stream."""
+    mock = mock_server_factory("--flavor", "kserve", "--dim", "8", "--gzip")
+    plain = requests.post(f"{mock.url}/v2/models/m/infer", json=infer_body(["a b", "c"], True), timeout=T,
+                          headers={"Accept-Encoding": "identity"})  # fmt: skip
+    zipped = requests.post(f"{mock.url}/v2/models/m/infer", json=infer_body(["a b", "c"], True), timeout=T)
+    assert "content-encoding" not in plain.headers and zipped.headers["content-encoding"] == "gzip"
+    assert zipped.content == plain.content  # requests inflated it
+    run = run_locust("locustfiles/kserve.py", "--model", "m", "--encoding-format", "bytes", "--check-vectors", *LOAD,
+                     users=1, requests=10, host=mock.url, csv=tmp_path / "run")  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    row = run.csv("pooling")["/v2/models/m/infer"]
+    assert int(row["Request Count"]) == 10 and row["Failure Count"] == "0", row
+    assert int(row["Vectors"]) == 30
+
+
 def test_kserve_without_a_model_stops_at_start_naming_model(tmp_path):
     run = run_locust("locustfiles/kserve.py", *LOAD, users=1, run_time="3s")
     assert run.returncode == 1
@@ -210,7 +227,12 @@ def test_a_bad_json_answer_is_one_failed_request_with_its_message(bad, expected,
 
 
 def binary_answer(
-    rows: int = 2, size: int | None = None, tensor: bytes | None = None, head_length: str | None = None, **output: Any
+    rows: int = 2,
+    size: int | None = None,
+    tensor: bytes | None = None,
+    head_length: str | None = None,
+    content_type: str | None = "application/octet-stream",
+    **output: Any,
 ) -> bytes:
     size = rows * DIM * 4 if size is None else size
     head = orjson.dumps(
@@ -230,7 +252,7 @@ def binary_answer(
     tensor = struct.pack(f"<{rows * DIM}f", *([0.5] * (rows * DIM))) if tensor is None else tensor
     length = str(len(head)) if head_length is None else head_length
     headers = [("Inference-Header-Content-Length", length)] if head_length != "" else []
-    return response(200, head + tensor, headers=headers, content_type="application/octet-stream")
+    return response(200, head + tensor, headers=headers, content_type=content_type)
 
 
 BYTES = ("--encoding-format", "bytes")
@@ -240,6 +262,20 @@ def test_a_good_binary_answer_is_read_to_its_end_and_its_tensor_dropped():
     _, ok, _ = bad_then_good(pb.KServeInferUser, binary_answer(), binary_answer(), *NAMED, *BYTES, "--check-vectors")
     assert ok["exception"] is None and ok["context"]["token_source"] == "client-estimate"
     assert ok["response_length"] == len(binary_answer()) - binary_answer().index(b"\r\n\r\n") - 4
+
+
+def test_an_untyped_binary_answer_is_read_as_kserves_python_server_sends_it():
+    """KServe 0.21's ModelServer sends its binary tensors with no Content-Type: read as the binary form; an
+    answer of another type, or an untyped answer where JSON was asked, is still one failed request."""
+    untyped = binary_answer(content_type=None)
+    _, ok, _ = bad_then_good(pb.KServeInferUser, untyped, untyped, *NAMED, *BYTES, "--check-vectors")
+    assert ok["exception"] is None
+    wrong = binary_answer(content_type="text/plain")
+    expected = "wrong content type: expected application/octet-stream, got text/plain"
+    assert_failed_then_ok(pb.KServeInferUser, wrong, untyped, expected, *NAMED, *BYTES)
+    untyped_json = response(200, json_answer().split(b"\r\n\r\n", 1)[1], content_type=None)
+    expected = "wrong content type: expected application/json, got none"
+    assert_failed_then_ok(pb.KServeInferUser, untyped_json, json_answer(), expected, *NAMED)
 
 
 @pytest.mark.parametrize(

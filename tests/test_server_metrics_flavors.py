@@ -14,7 +14,7 @@ import requests
 from poolbench_locust.servermetrics import flavors
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.parse import reading
-from poolbench_locust.servermetrics.report import gauge_chart, server_rows
+from poolbench_locust.servermetrics.report import Client, gauge_chart, reconciliation, server_rows
 from tests.support.locust_run import LOAD, csv_rows, run_locust
 
 # TEI 1.9.3's /metrics as its Rust exporter writes it (router/src/lib.rs, core/src/queue.rs): no `_total`,
@@ -57,6 +57,54 @@ def test_llamacpp_and_sglang_are_told_by_their_names():
     sglang = 'sglang:num_running_reqs{model_name="m",engine_type="unified"} 2.0\n'
     got = reading(sglang, frozenset())
     assert got.flavor is flavors.SGLANG and sum(got.values["running"].values()) == 2.0
+
+
+def triton_page(success: int, inferences: int, request_us: int, queue_us: int, compute_us: int, pending: int) -> str:
+    """Triton 2.x's /metrics (its metrics port) as nvidia-pytriton 0.7.0's server wrote it, GPU and CPU lines
+    left out: counters without `_total`, the durations cumulative microseconds."""
+    model = 'model="minilm",version="1"'
+    return f"""# HELP nv_inference_request_success Number of successful inference requests, all batch sizes
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{{{model}}} {success}
+# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes
+# TYPE nv_inference_request_failure counter
+nv_inference_request_failure{{model="minilm",reason="BACKEND",version="1"}} 0
+# HELP nv_inference_count Number of inferences performed (does not include cached requests)
+# TYPE nv_inference_count counter
+nv_inference_count{{{model}}} {inferences}
+# HELP nv_inference_exec_count Number of model executions performed (does not include cached requests)
+# TYPE nv_inference_exec_count counter
+nv_inference_exec_count{{{model}}} {success}
+# HELP nv_inference_request_duration_us Cumulative inference request duration in microseconds
+# TYPE nv_inference_request_duration_us counter
+nv_inference_request_duration_us{{{model}}} {request_us}
+# HELP nv_inference_queue_duration_us Cumulative inference queuing duration in microseconds
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{{{model}}} {queue_us}
+# HELP nv_inference_compute_infer_duration_us Cumulative compute inference duration in microseconds
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{{{model}}} {compute_us}
+# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting execution per-model.
+# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{{{model}}} {pending}
+"""
+
+
+def test_tritons_counters_give_requests_inferences_and_mean_times_from_its_microseconds():
+    """Triton has no histograms: its means are the summed microseconds' deltas over the requests' delta."""
+    view = ServerView("http://triton:8002/metrics")
+    view.observe(reading(triton_page(1, 2, 10_174, 97, 9_566, 0), frozenset({"/v2/models/minilm/infer"})), 0.0)
+    # 20 requests of 4 texts: 200 ms in all, 10 ms of it queued, 150 ms computing
+    later = triton_page(21, 82, 210_174, 10_097, 159_566, 3)
+    view.observe(reading(later, frozenset({"/v2/models/minilm/infer"})), 1.0)
+    assert view.flavor is flavors.TRITON
+    (row,) = server_rows([view])
+    assert (row["Kind"], row["Requests"], row["Sequences"], row["Prompt Tokens"]) == ("triton", 20, 80, None)
+    assert (row["Latency Mean"], row["Queue Mean"], row["Compute Mean"]) == (10.0, 0.5, 7.5)
+    assert row["Latency 50%"] is None and row["Running"] is None and row["Waiting Max"] == 3.0
+    checks = {c["Check"]: c for c in reconciliation([view], Client(20, 80, 0, 12.0, 1))}
+    assert checks["Requests"]["Gap"] == 0 and checks["Sequences"]["Gap"] == 0 and "Prompt Tokens" not in checks
+    assert checks["Mean Latency"]["Server"] == 10.0 and checks["Mean Latency"]["Gap"] == 2.0
 
 
 def _by(path: Path, key: str) -> dict[str, dict[str, str]]:

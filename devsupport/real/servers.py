@@ -33,20 +33,56 @@ URL_ENV = {
     "vllm-token": "POOLBENCH_REAL_VLLM_TOKEN_URL",
     "infinity": "POOLBENCH_REAL_INFINITY_URL",
     "infinity-binary": "POOLBENCH_REAL_INFINITY_BINARY_URL",
+    "vllm-rerank": "POOLBENCH_REAL_VLLM_RERANK_URL",
+    "vllm-classify": "POOLBENCH_REAL_VLLM_CLASSIFY_URL",
+    "vllm-token-classify": "POOLBENCH_REAL_VLLM_TOKEN_CLASSIFY_URL",
+    "infinity-cross": "POOLBENCH_REAL_INFINITY_CROSS_URL",
+    "triton": "POOLBENCH_REAL_TRITON_URL",
+    "kserve": "POOLBENCH_REAL_KSERVE_URL",
 }
-VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity"}
+STARTED_FIRST = ("vllm", "vllm-token", "infinity", "infinity-binary")
+"""The servers `make test-real` starts at once before the tests (most tests use them). The others are started
+by the fixtures of the one test module that uses each, one at a time, and stopped at its end: a vLLM takes
+both cores for a minute or two as it starts, and 2.3 GB as it runs (its API server, engine and worker)."""
+VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity",
+           "vllm-rerank": "vllm", "vllm-classify": "vllm", "vllm-token-classify": "vllm",
+           "infinity-cross": "infinity", "triton": "triton", "kserve": "kserve"}  # fmt: skip
 """Which venv serves each server: the same build, started with other options."""
+MODELS_OF = {
+    "vllm-rerank": ["minilm-rerank"],
+    "vllm-classify": ["minilm-classify"],
+    "vllm-token-classify": ["minilm-token-classify"],
+    # one Infinity serves both (each request names its model): a start fewer
+    "infinity-cross": ["minilm-rerank", "minilm-classify"],
+}
+"""The servers of the models devsupport/real/build_models.py builds (random weights on the MiniLM's shape), by
+directory name under CACHE/models; every other server serves the MiniLM itself."""
 EXTRA_ARGS = {
     # vLLM 0.32 answers /pooling's token_embed only for a model whose pooler runs that task ("Try switching
     # the model's pooling_task via --pooler-config.task token_embed"); its /v1/embeddings is then a 501.
     "vllm-token": ["--pooler-config", '{"task": "token_embed"}'],
     # Infinity packs its answers as it was started: binary, 8 dimensions a byte (384 -> 48 values)
     "infinity-binary": ["--embedding-dtype", "binary"],
+    # The built models' cells count and check answers, they time nothing: no warm-up and no compile (on a loaded
+    # 2-core machine Infinity's warm-up took a minute a model; vLLM's compile and warm-up 5 to 40 s of its start,
+    # most of the rest being three processes' imports of vLLM and torch, 30 s each: the API server, the engine
+    # and its worker. Neither --distributed-executor-backend uni nor VLLM_ENABLE_V1_MULTIPROCESSING=0 helped:
+    # the first left the worker, the second made each request 5 to 13 times slower.)
+    "infinity-cross": ["--no-model-warmup"],
+    "vllm-rerank": ["--enforce-eager"],
+    "vllm-classify": ["--enforce-eager"],
+    "vllm-token-classify": ["--enforce-eager"],
 }
 VLLM_MEMORY_SHARE = "0.4"
 """Two vLLMs start at once: each checks at start that this share of the machine's memory is free (the
 default, 0.92, fails for the second). On the CPU backend its KV cache is VLLM_CPU_KVCACHE_SPACE anyway."""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
+
+
+HEALTH_PATH = {"triton": "/v2/models/minilm/ready", "kserve": "/v2/models/minilm/ready"}
+"""Where each server says it is ready, when not /health (Triton is ready before PyTriton has loaded its model)."""
+TRITON_MODEL = "minilm"
+"""The model devsupport/real/triton_model.py binds, and devsupport/real/kserve_model.py serves."""
 
 
 def venv(name: str) -> Path:
@@ -61,12 +97,28 @@ def model_dir(name: str) -> Path:
     return found[0]
 
 
+def built_models(name: str) -> list[Path]:
+    """The directories of the models NAME serves: the built ones (MODELS_OF), else the MiniLM."""
+    if name not in MODELS_OF:
+        return [model_dir(name)]
+    return [CACHE / "models" / model for model in MODELS_OF[name]]
+
+
 def install(name: str = "all") -> None:
     subprocess.run(["bash", str(HERE / "install.sh"), VENV_OF.get(name, name)], check=True)
+    if name in MODELS_OF:
+        subprocess.run(["bash", str(HERE / "install.sh"), "models"], check=True)
 
 
-def command(name: str, port: int) -> list[str]:
-    model = str(model_dir(name))
+def command(name: str, port: int, metrics_port: int = 0) -> list[str]:
+    if name == "triton":
+        # Triton's gRPC port is not used here, but Triton opens one: a free one, not 8001
+        python = str(venv(name) / "bin" / "python")
+        return [python, str(HERE / "triton_model.py"), str(port), str(free_port()), str(metrics_port)]
+    if name == "kserve":
+        return [str(venv(name) / "bin" / "python"), str(HERE / "kserve_model.py"), str(port)]
+    models = [str(path) for path in built_models(name)]
+    model = models[0]
     extra = EXTRA_ARGS.get(name, [])
     if VENV_OF[name] == "vllm":
         python = str(venv(name) / "bin" / "python")
@@ -75,7 +127,8 @@ def command(name: str, port: int) -> list[str]:
         return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--runner", "pooling",
                 "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1", "--port", str(port),
                 "--gpu-memory-utilization", VLLM_MEMORY_SHARE, *extra]  # fmt: skip
-    return [str(venv(name) / "bin" / "infinity_emb"), "v2", "--model-id", model, "--engine", "torch", "--device", "cpu",
+    model_ids = [arg for model in models for arg in ("--model-id", model)]
+    return [str(venv(name) / "bin" / "infinity_emb"), "v2", *model_ids, "--engine", "torch", "--device", "cpu",
             "--host", "127.0.0.1", "--port", str(port), *extra]  # fmt: skip
 
 
@@ -95,11 +148,22 @@ class RealServer:
     ready_s: float | None = None
     """Seconds from the start of its process to its first good /health."""
     model: str = field(default="")
-    """The model name the server answers to."""
+    """The model name the server answers to (the first, where it serves several)."""
+    models: list[str] = field(default_factory=list)
+    """Every model name it answers to, in /models' order."""
+    metrics_url: str = ""
+    """Its Prometheus /metrics, when not under `url` (Triton's has a port of its own)."""
+
+    def model_named(self, suffix: str) -> str:
+        """The one of its models whose name ends with SUFFIX (Infinity names a model after its directory)."""
+        found = [model for model in self.models if model.endswith(suffix)]
+        if len(found) != 1:
+            raise RuntimeError(f"{self.name} serves {self.models}: not one model ends with {suffix!r}")
+        return found[0]
 
     def metrics(self) -> str:
         """The server's Prometheus /metrics text."""
-        return get_text(self.url + "/metrics")
+        return get_text(self.metrics_url or self.url + "/metrics")
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log is None or not self.log.is_file():
@@ -120,8 +184,8 @@ class RealServer:
 
 
 def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
-    """Start one server on a free loopback port and wait, bounded, until its /health answers 200."""
-    port = free_port()
+    """Start one server on a free loopback port and wait, bounded, until its health route answers 200."""
+    port, metrics_port = free_port(), free_port()
     logs = CACHE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}-{port}.log"
@@ -130,9 +194,11 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
         env["VLLM_CPU_KVCACHE_SPACE"] = "2"  # GiB: the default (4) is more than a 22M-parameter model needs
     with log.open("wb") as out:
         # its own session, so that stop() reaches the engine process vLLM forks too
-        proc = subprocess.Popen(command(name, port), stdout=out, stderr=subprocess.STDOUT, env=env,
+        proc = subprocess.Popen(command(name, port, metrics_port), stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=CACHE, start_new_session=True)  # fmt: skip
     server = RealServer(name, f"http://127.0.0.1:{port}", proc, log)
+    if name == "triton":
+        server.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     started = time.monotonic()
     try:
         while True:
@@ -141,7 +207,7 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
                     f"{name} exited with code {proc.returncode} before it was ready:\n{server.log_tail()}"
                 )
             try:
-                get_text(server.url + "/health", timeout=2)
+                get_text(server.url + HEALTH_PATH.get(name, "/health"), timeout=2)
                 break
             except (OSError, urllib.error.URLError):
                 pass
@@ -152,16 +218,26 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
         server.stop()
         raise
     server.ready_s = time.monotonic() - started
-    server.model = SERVED_MODEL if VENV_OF[name] == "vllm" else model_name_of(server.url)
+    name_models(server)
     return server
 
 
-def model_name_of(url: str) -> str:
-    """The id of the first model in /models (Infinity names it after the model directory)."""
-    match = re.search(r'"id"\s*:\s*"([^"]+)"', get_text(url + "/models"))
-    if not match:
+def name_models(server: RealServer) -> None:
+    if server.name in ("triton", "kserve"):
+        server.models = [TRITON_MODEL]
+    elif VENV_OF[server.name] == "vllm":
+        server.models = [SERVED_MODEL]
+    else:
+        server.models = model_names_of(server.url)
+    server.model = server.models[0]
+
+
+def model_names_of(url: str) -> list[str]:
+    """The ids of the models in /models (Infinity names each after its model directory)."""
+    found = re.findall(r'"id"\s*:\s*"([^"]+)"', get_text(url + "/models"))
+    if not found:
         raise RuntimeError(f"{url}/models names no model")
-    return match.group(1)
+    return found
 
 
 def attach(name: str) -> RealServer | None:
@@ -169,6 +245,13 @@ def attach(name: str) -> RealServer | None:
     url = os.environ.get(URL_ENV[name])
     if not url:
         return None
-    server = RealServer(name, url.rstrip("/"))
-    server.model = SERVED_MODEL if VENV_OF[name] == "vllm" else model_name_of(server.url)
+    server = RealServer(name, url.rstrip("/"), metrics_url=os.environ.get(URL_ENV[name] + "_METRICS", ""))
+    name_models(server)
     return server
+
+
+def environment(started: list[RealServer]) -> dict[str, str]:
+    """The variables `attach` reads, for the servers STARTED."""
+    env = {URL_ENV[server.name]: server.url for server in started}
+    env.update({URL_ENV[server.name] + "_METRICS": server.metrics_url for server in started if server.metrics_url})
+    return env

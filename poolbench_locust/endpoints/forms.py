@@ -93,6 +93,7 @@ class StreamedForm:
     unless a subclass says where (the headers' count stands)."""
 
     content_type = OCTET_STREAM
+    untyped_ok = False
     keeps_body = False
     head_allowance = 0
     head_allowance_why = ""
@@ -107,6 +108,7 @@ class JsonForm:
     """A JSON answer, parsed whole and read by its route's reader."""
 
     content_type = JSON
+    untyped_ok = False
     keeps_body = True
     head_allowance = 0
     head_allowance_why = ""

@@ -142,6 +142,10 @@ class BinaryTensors(StreamedForm):
     """Triton's binary tensor extension: a JSON head of `Inference-Header-Content-Length` bytes, then the raw
     little-endian tensors, streamed and dropped but for the first vector (--check-vectors)."""
 
+    untyped_ok = True
+    """Triton types them application/octet-stream; KServe 0.21's Python ModelServer sends them with no
+    Content-Type at all (its REST layer returns the bytes as a bare Response)."""
+
     def __init__(self, tensors: Tensors, settings: Settings) -> None:
         self._name = tensors.output
         self._settings = settings

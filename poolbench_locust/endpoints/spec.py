@@ -197,6 +197,9 @@ class AnswerForm(Protocol):
 
     content_type: str
     """The Content-Type every answer of this form has; another is one failed request."""
+    untyped_ok: bool
+    """An answer with no Content-Type at all is read as this form (KServe's Python server sends its binary
+    tensors untyped); False: it is one failed request, as another type is."""
     keeps_body: bool
     """True: the whole body is kept and `read` gets it; False: streamed and dropped, `read` gets its head."""
     head_allowance: int

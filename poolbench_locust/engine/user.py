@@ -328,7 +328,7 @@ class EndpointUser(FastHttpUser):
                     return e.received, f"HTTP {status}: {e}"
                 return body.wire_bytes, _error_message(status, content_type, body.data or b"", headers)
             form = plan.form
-            if content_type != form.content_type:
+            if content_type != form.content_type and (content_type or not form.untyped_ok):
                 body = self._read(resp, keep=False)
                 return (
                     body.wire_bytes,

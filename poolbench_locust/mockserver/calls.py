@@ -49,6 +49,9 @@ class AnswerDraft:
     doc: Any = None
     raw: bytes | None = None
     """The body of a bytes/bytes_only answer (then `doc` is unused)."""
+    gzip_raw: bool = False
+    """`raw` is gzipped like a JSON answer (--gzip, a client that accepts it): Triton compresses its binary
+    tensors as it does its JSON; vLLM's bytes answers never are."""
     metadata: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tokens: int = 0

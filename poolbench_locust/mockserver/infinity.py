@@ -43,9 +43,8 @@ def rerank(call: Call, ranking: Ranking) -> AnswerDraft:
     if call.config.infinity_usage == "chars":
         tokens = sum(len(query) + len(d) for d in docs)
     with_docs = bool(call.body.get("return_documents"))
-    results = [
-        {"relevance_score": s, "index": i, **({"document": d} if with_docs else {})} for i, d, s in ranking.ranked
-    ]
+    # Infinity 0.0.78 writes the key either way: `"document": null` when the documents were not asked back
+    results = [{"relevance_score": s, "index": i, "document": d if with_docs else None} for i, d, s in ranking.ranked]
     doc = {
         "object": "rerank",
         "results": results,

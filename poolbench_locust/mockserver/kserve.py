@@ -2,7 +2,8 @@
 v2 / Triton"): the model's metadata, and inference on one BYTES input of texts giving one FP32 output of
 shape [n, dim], in JSON or, when the output asks `binary_data`, in the binary tensor extension
 (docs/protocol/extension_binary_data.md): `Inference-Header-Content-Length` bytes of JSON, then the raw
-little-endian tensor, as application/octet-stream. Errors are `{"error": str}`. Any model name is served.
+little-endian tensor, as application/octet-stream, gzipped with --gzip like a JSON answer (Triton 2.x
+compresses either when the client accepts gzip). Errors are `{"error": str}`. Any model name is served.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def infer(call: Call) -> AnswerDraft | Reply:
         json_head = orjson.dumps(head)
         tensor = b"".join(per_input(call, answered, lambda k: vectors.raw(dim, "float32", "little", k)))
         headers = {HEAD_LENGTH_HEADER: str(len(json_head))}
-        return AnswerDraft(raw=json_head + tensor, headers=headers, tokens=tokens, sequences=len(texts))
+        return AnswerDraft(raw=json_head + tensor, gzip_raw=True, headers=headers, tokens=tokens, sequences=len(texts))
     row_of = per_input(call, answered, lambda k: vectors.json_floats(dim, k)[1:-1])
     output["data"] = orjson.Fragment(b"[" + b",".join(row_of) + b"]")
     return AnswerDraft(head, tokens=tokens, sequences=len(texts))

@@ -149,7 +149,8 @@ def render(answer: AnswerDraft | Reply, call: Call, accepts_gzip: bool) -> Reply
         reply = Reply(200, orjson.dumps(answer.doc), headers=dict(answer.headers))
     reply.tokens, reply.sequences, reply.prompts = answer.tokens, answer.sequences, answer.prompts
     faults.mangle(reply, fault)
-    if answer.raw is None and call.controls.gzip and accepts_gzip and "content-encoding" not in reply.headers:
+    compressible = answer.raw is None or answer.gzip_raw
+    if compressible and call.controls.gzip and accepts_gzip and "content-encoding" not in reply.headers:
         reply.body = gzip.compress(reply.body, compresslevel=1, mtime=0)
         reply.headers["content-encoding"] = "gzip"
     return reply

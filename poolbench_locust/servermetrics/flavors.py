@@ -8,7 +8,9 @@ text-embeddings-inference 1.9.3 (`router/src/lib.rs`, `router/src/http/server.rs
 SGLang 0.5.23 (`srt/observability/metrics_collector.py`, `http_request_metrics.py`: `sglang:*`, written
 by prometheus_client), llama.cpp's server (`tools/server/server-task.cpp`,
 `server_task_result_metrics::to_metrics`: `llamacpp:*`, no labels, only with `--metrics`), Infinity
-0.0.78, which has no metrics of its own, only the instrumentator's, and NVIDIA's dcgm-exporter
+0.0.78, which has no metrics of its own, only the instrumentator's, Triton Inference Server 2.x
+(`src/metrics.cc` of triton-inference-server/core: `nv_inference_*`, per model and version, the durations
+as cumulative microseconds, not histograms), and NVIDIA's dcgm-exporter
 (`etc/default-counters.csv`: `DCGM_FI_DEV_*`, one series per GPU, a second target beside the server's).
 
 A role a server has no series for is left out of its flavor: its figures are empty, never 0.
@@ -25,7 +27,18 @@ from typing import Literal
 
 Kind = Literal["counter", "sample", "histogram"]
 
-COUNTERS = ("requests", "sequences", "prompt_tokens", "energy_mj", "prefix_cache_queries", "prefix_cache_hits")
+DURATIONS = {"latency": "latency_us", "queue": "queue_us", "compute": "compute_us"}
+"""A server with no histogram of a time but a counter of its microseconds summed over the requests (Triton's
+`nv_inference_*_duration_us`): the figure's mean is that counter's delta over the requests' delta."""
+COUNTERS: tuple[str, ...] = (
+    "requests",
+    "sequences",
+    "prompt_tokens",
+    "energy_mj",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    *DURATIONS.values(),
+)
 """Figures that only grow: read as deltas over the run, a drop read as the server's restart."""
 HISTOGRAMS = ("latency", "http_latency", "queue")
 GAUGES = ("running", "waiting", "gpu_util", "power_w", "memory_mib")
@@ -160,6 +173,24 @@ LLAMACPP = Flavor(
     },
 )
 
+TRITON = Flavor(
+    name="triton",
+    markers=("nv_inference_request_success", "nv_inference_count"),
+    refs={
+        # Per model: every successful inference request, whatever its protocol (HTTP or gRPC) or route.
+        "requests": Ref("nv_inference_request_success", "counter"),
+        # One inference per batch row: a request of 8 texts is 8 (nv_inference_exec_count counts batches run).
+        "sequences": Ref("nv_inference_count", "counter"),
+        # Summed over the requests, success or failure: from its arrival to its response sent; in the
+        # scheduler's queue; in the model's own execute (its share of a batch's).
+        "latency_us": Ref("nv_inference_request_duration_us", "counter"),
+        "queue_us": Ref("nv_inference_queue_duration_us", "counter"),
+        "compute_us": Ref("nv_inference_compute_infer_duration_us", "counter"),
+        "waiting": Ref("nv_inference_pending_request_count", "sample"),
+    },
+)
+"""Triton counts no tokens (its models' inputs are tensors) and has no running gauge."""
+
 HTTP_ONLY = Flavor(
     name="http",
     markers=("http_requests_total",),
@@ -195,7 +226,7 @@ DCGM = Flavor(
 """NVIDIA's dcgm-exporter: a GPU's busy time, power, memory and energy. Its fields are sampled every
 `--collect-interval` (30 s by default): a short run needs it shorter (see docs/server-metrics.md)."""
 
-FLAVORS = (VLLM, TEI, SGLANG, LLAMACPP, HTTP_ONLY, DCGM)
+FLAVORS = (VLLM, TEI, SGLANG, LLAMACPP, TRITON, HTTP_ONLY, DCGM)
 WANTED: frozenset[str] = frozenset(
     name for f in FLAVORS for names in (f.markers, *(r.samples for r in f.refs.values())) for name in names
 )

@@ -15,6 +15,7 @@ from poolbench_locust import htmltables, texttable
 from poolbench_locust.charts.svg import Series, line_chart
 from poolbench_locust.servermetrics import gpu
 from poolbench_locust.servermetrics.deltas import ServerView
+from poolbench_locust.servermetrics.flavors import DURATIONS
 
 PERCENTILES = (0.50, 0.90, 0.99)
 Value = int | float | str | None
@@ -41,7 +42,12 @@ def _current(view: ServerView, role: str) -> Value:
 
 
 def _mean(view: ServerView, role: str) -> Value:
-    return _ms(view.hists[role].mean()) if view.has(role) else None
+    if view.has(role):
+        return _ms(view.hists[role].mean())
+    summed = DURATIONS.get(role)
+    if summed is None or not view.has(summed) or not view.has("requests") or view.counters["requests"] <= 0:
+        return None
+    return _ms(view.counters[summed] / 1e6 / view.counters["requests"])
 
 
 def _percentile(view: ServerView, role: str, p: float) -> Value:
@@ -97,6 +103,7 @@ def _columns() -> list[tuple[str, Callable[[ServerView], Value]]]:
     ]
     for p in PERCENTILES:
         cols.append((f"Queue {round(p * 100)}%", cast(_Cell, lambda v, p=p: _percentile(v, "queue", p))))
+    cols.append(("Compute Mean", lambda v: _mean(v, "compute")))
     for role, title in (("running", "Running"), ("waiting", "Waiting")):
         cols += [
             (title, cast(_Cell, lambda v, role=role: _gauge(v, role, lambda g: g.last))),
@@ -256,11 +263,15 @@ def reconciliation(views: Sequence[ServerView], client: Client) -> list[dict[str
 
 def _server_mean(views: Sequence[ServerView]) -> tuple[str, float] | None:
     """The server's mean time of a request, over all servers: its HTTP layer's where it has one (a
-    request's whole time there), else its own request latency."""
+    request's whole time there), else its own request latency (Triton's: its microseconds over its requests)."""
     for role in ("http_latency", "latency"):
         hists = [v.hists[role] for v in views if v.has(role) and v.hists[role].count > 0]
         if hists:
             return role, 1000 * sum(h.sum for h in hists) / sum(h.count for h in hists)
+    summed = [v for v in views if v.has(DURATIONS["latency"]) and v.has("requests") and v.counters["requests"] > 0]
+    if summed:
+        total_us = sum(v.counters[DURATIONS["latency"]] for v in summed)
+        return "latency", total_us / 1000 / sum(v.counters["requests"] for v in summed)
     return None
 
 

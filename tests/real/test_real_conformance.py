@@ -10,7 +10,6 @@ start (the preflight request) and reaches the user.
 
 from __future__ import annotations
 
-import csv
 import re
 import time
 from dataclasses import dataclass
@@ -21,18 +20,13 @@ import pytest
 from devsupport.real import prometheus, servers
 from devsupport.real.servers import RealServer
 from tests.real.table import RESULTS
-from tests.support.locust_run import run_locust
+from tests.support.real_cell import headless
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
 
-LOCUSTFILE = str(Path(__file__).with_name("all_users.py"))
 DIM = 384
 """all-MiniLM-L6-v2's embedding dimension."""
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
-CELL_REQUESTS = 20
-"""Each cell's run ends at this many requests (--max-requests): what the cell checks is counts and agreement."""
-RUN_S = 30
-"""...and within this many seconds whatever the server's speed (a cell's own -t, given after, wins)."""
 LATENCY_SLACK_MS = 10.0
 LATENCY_SLACK_SHARE = 0.25
 """How far the client's mean E2E may lie above vLLM's: its e2e_request_latency starts when the engine
@@ -41,41 +35,6 @@ That work outside the engine's clock was 6 ms of 55 on an idle 2-core machine (f
 alike), and 9 to 36 ms of 80 to 144 while other test suites kept both cores busy, so the bound
 grows with the server's time. A measuring client adds about 1 ms (bench/accuracy.py); one that
 stopped its clock at the headers, or counted a parse, would fall outside one side or the other."""
-
-
-@dataclass
-class Outcome:
-    code: int
-    log: str
-    stats: dict[str, str]
-    pooling: dict[str, str]
-    failures: list[dict[str, str]]
-
-
-def _aggregated(path: Path) -> dict[str, str]:
-    if not path.is_file():
-        return {}
-    with path.open() as f:
-        return next((row for row in csv.DictReader(f) if row["Name"] == "Aggregated"), {})
-
-
-def headless(server: RealServer, user_class: str, *args: str, tmp: Path, preflight: bool = False) -> Outcome:
-    prefix = tmp / user_class
-    done = run_locust(
-        LOCUSTFILE,
-        *(user_class, "--model", server.model, "--stop-timeout", "10", "--only-summary"),
-        *("--max-requests", str(CELL_REQUESTS), *args),
-        users=1,
-        run_time=f"{RUN_S}s",
-        host=server.url,
-        csv=prefix,
-        env={"LOCUST_NO_PREFLIGHT": "false" if preflight else "true"},
-        timeout=RUN_S + 60,
-    )
-    failures_path = Path(f"{prefix}_failures.csv")
-    failures = list(csv.DictReader(failures_path.open())) if failures_path.is_file() else []
-    return Outcome(done.returncode, done.stdout + done.stderr, _aggregated(Path(f"{prefix}_stats.csv")),
-                   _aggregated(Path(f"{prefix}_pooling.csv")), failures)  # fmt: skip
 
 
 @dataclass
@@ -138,16 +97,22 @@ VLLM_CELLS = [
 @pytest.mark.parametrize(("cell", "user_class", "args", "batch", "dtype"), VLLM_CELLS, ids=[c[0] for c in VLLM_CELLS])
 def test_vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype):
     args = [str(servers.model_dir("vllm")) if a == "MODEL" else a for a in args]
-    before = counters(vllm_server)
-    run = headless(vllm_server, user_class, "--input-len", "24", *args, tmp=tmp_path)
-    after = counters(vllm_server)
+    vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype)
+
+
+def vllm_cell(server: RealServer, tmp_path: Path, cell: str, user_class: str, args: list[str], batch: int,
+              dtype: str | None) -> None:  # fmt: skip
+    """One run against a vLLM: 0 failed, its tokens those vLLM counted, its bytes and mean time vLLM's."""
+    before = counters(server)
+    run = headless(server, user_class, "--input-len", "24", *args, tmp=tmp_path)
+    after = counters(server)
     requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
     client_tokens = int(run.pooling.get("Input Tokens", -1))
     server_tokens = int(after.tokens - before.tokens)
     server_mean_ms = (after.latency_sum_s - before.latency_sum_s) / max(after.latency_count - before.latency_count, 1)
     client_mean_ms = float(run.stats.get("Average Response Time", 0))
     RESULTS.append({"server": "vLLM", "cell": cell, "class": user_class, "requests": requests_, "failures": failures,
-                    "client_tokens": client_tokens, "server_tokens": server_tokens,
+                    "client_tokens": client_tokens, "server_tokens": server_tokens, "model": server.name,
                     "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
                     "client_mean_ms": round(client_mean_ms, 1),
                     "server_mean_ms": round(server_mean_ms * 1000, 1) if batch == 1 else None})  # fmt: skip
@@ -160,6 +125,42 @@ def test_vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype):
         server_ms = server_mean_ms * 1000
         slack = LATENCY_SLACK_MS + LATENCY_SLACK_SHARE * server_ms
         assert server_ms <= client_mean_ms <= server_ms + slack, (client_mean_ms, server_ms)
+
+
+# The built models (devsupport/real/build_models.py: the MiniLM's shape, random weights), one vLLM each: a
+# cross-encoder of one label (/rerank, /score: each query-document pair one sequence), a classifier of three
+# labels (/classify), a token-classification head (/pooling token_classify: one row of 5 logits a token).
+# (id, fixture, User class, options, inputs per request)
+VLLM_BUILT_CELLS = [
+    ("xenc-rerank", "vllm_rerank_server", "RerankUser", ["--documents", "4"], 4),
+    ("xenc-score", "vllm_rerank_server", "ScoreUser", ["--documents", "4"], 4),
+    ("classify-3", "vllm_classify_server", "ClassifyUser", ["--batch-size", "4"], 4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cell", "fixture", "user_class", "args", "batch"), VLLM_BUILT_CELLS,
+                         ids=[c[0] for c in VLLM_BUILT_CELLS])  # fmt: skip
+def test_vllm_built_model_cell(request, tmp_path, cell, fixture, user_class, args, batch):
+    vllm_cell(request.getfixturevalue(fixture), tmp_path, cell, user_class, args, batch, None)
+
+
+def test_vllm_token_classify_cell(vllm_token_classify_server, tmp_path):
+    """One row of the 5 labels' logits per token, [CLS] and [SEP] included: Vectors equal vLLM's token count."""
+    server = vllm_token_classify_server
+    before = counters(server)
+    run = headless(server, "PoolingUser", "--pooling-task", "token_classify", "--input-len", "8:40",
+                   "--batch-size", "2", tmp=tmp_path)  # fmt: skip
+    after = counters(server)
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    vectors, server_tokens = int(run.pooling.get("Vectors", -1)), int(after.tokens - before.tokens)
+    RESULTS.append({"server": "vLLM", "cell": "pooling-token_classify", "class": "PoolingUser",
+                    "requests": requests_, "failures": failures, "model": server.name,
+                    "client_tokens": int(run.pooling.get("Input Tokens", -1)), "server_tokens": server_tokens,
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert vectors == server_tokens == int(run.pooling["Input Tokens"]) > int(run.pooling["Sequences"])
 
 
 # What vLLM says when this model cannot serve the route: the run stops at start and shows it.
@@ -266,6 +267,33 @@ def test_infinity_rerank_without_a_reranker_stops_with_its_message(infinity_serv
     assert run.code == 1, run.log[-3000:]
     assert "InfinityRerankUser (POST /rerank) failed: HTTP 400: ModelNotDeployedError" in run.log
     assert "does not support `rerank`" in run.log
+
+
+# The built cross-encoder and classifier in one Infinity: its usage counts characters, the client's count is
+# the model's own tokenizer (every built model's tokenizer is the MiniLM's).
+INFINITY_BUILT_CELLS = [
+    ("rerank", "InfinityRerankUser", "minilm-rerank", ["--documents", "4"]),
+    ("rerank-d1", "InfinityRerankUser", "minilm-rerank", ["--documents", "1"]),
+    ("classify-3", "InfinityClassifyUser", "minilm-classify", ["--batch-size", "4"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cell", "user_class", "model", "args"), INFINITY_BUILT_CELLS,
+                         ids=[c[0] for c in INFINITY_BUILT_CELLS])  # fmt: skip
+def test_infinity_built_model_cell(infinity_cross_server, tmp_path, cell, user_class, model, args):
+    server = infinity_cross_server
+    run = headless(server, user_class, "--input-len", "24", "--tokenizer", str(servers.model_dir("infinity")),
+                   *args, "--model", server.model_named(model), tmp=tmp_path)  # fmt: skip
+    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    RESULTS.append({"server": "Infinity", "cell": f"xenc-{cell}", "class": user_class, "requests": requests_,
+                    "failures": failures, "client_tokens": int(run.pooling.get("Client Tokens") or 0),
+                    "server_tokens": int(run.pooling.get("Input Tokens", -1)),
+                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
+                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert run.pooling["Token Source"] == "server"
+    assert int(run.pooling["Input Tokens"]) > 3 * int(run.pooling["Client Tokens"]) > 0
 
 
 # Issue 31: a token_embed model (vLLM started with --pooler-config task token_embed) answers one row per
