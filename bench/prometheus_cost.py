@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from bench.collector_cost import contexts, timed
+from bench.collector_cost import events, timed
 from bench.common import CHILD_ENV, ROOT, Mock, csv_row, machine_line, table, write_result
 from devsupport.ports import free_port
 from poolbench_locust.exporter.series import BUCKETS_S, Gauges, PoolingCollector
@@ -38,6 +38,11 @@ from poolbench_locust.metrics.collector import PoolingStats
 
 NAMES = ("/v1/embeddings", "/rerank", "/score")
 USERS = 16
+
+
+def contexts(n: int) -> list[tuple[float, dict[str, Any]]]:
+    """n requests' E2E and context as the engine sends them (bench/collector_cost.py's events)."""
+    return [(event["response_time"], event["context"]) for event in events(n)]
 
 
 def fed_stats(samples: list[tuple[float, dict[str, Any]]]) -> PoolingStats:
