@@ -317,9 +317,33 @@ def _keys_of(dump: dict[str, Any]) -> list[int]:
 def locust_counts(histogram: Histogram) -> dict[int, int]:
     """The histogram in Locust's own form, {ms rounded by Locust's bucket_response_time: count}, for
     what speaks that form (Locust's percentile function, files written in its bucketing): two
-    significant digits again, so only where that is what the reader expects."""
+    significant digits again, so only where that is what the reader expects. A bucket goes where its
+    middle rounds to; the JSON result's series asks this of every histogram every second, so each row
+    is summed over its runs of columns that round alike (a few dozen C-level sums, not a Python step
+    per bucket)."""
     counts: dict[int, int] = {}
-    for key, count in histogram.items():
-        ms = bucket_response_time(bucket_value(key))
-        counts[ms] = counts.get(ms, 0) + count
+    for r, row in histogram.rows():
+        for ms, start, end in _locust_spans(r):
+            if count := sum(row[start:end]):
+                counts[ms] = counts.get(ms, 0) + count
     return counts
+
+
+_LOCUST_SPANS: dict[int, list[tuple[int, int, int]]] = {}
+"""Row -> (Locust's bucket, first column, the column past the last) of each run of its columns whose
+middles Locust rounds to the same bucket: made once per row (at most ROWS, a few dozen runs each)."""
+
+
+def _locust_spans(row: int) -> list[tuple[int, int, int]]:
+    spans = _LOCUST_SPANS.get(row)
+    if spans is None:
+        spans = []
+        base = row << SUB_BUCKET_BITS
+        for column in range(SUB_BUCKETS):
+            ms = bucket_response_time(bucket_value(base + column))
+            if spans and spans[-1][0] == ms:  # Locust's rounding only ever goes up with the value
+                spans[-1] = (ms, spans[-1][1], column + 1)
+            else:
+                spans.append((ms, column, column + 1))
+        _LOCUST_SPANS[row] = spans
+    return spans
