@@ -182,7 +182,7 @@ class History:
     evenly spread; on disk (spool.SpooledList), 12 bytes of memory a sample."""
 
     def __init__(self) -> None:
-        self._kept = SpooledList()
+        self._kept = SpooledList(MAX_SAMPLES + 1)  # room for the hour made at once (one more as two merge)
         """Each the first sample of its entry in `_tiers` (the sample at the start of its span)."""
         self._tiers = Tiers(MAX_SAMPLES)
         self.window = Window()

@@ -47,7 +47,7 @@ def history_kept() -> int:
 
 
 class SpooledHistory(list[dict[str, Any]]):
-    """Locust's `stats.history` with its points on disk (spool.SpooledList: 16 bytes of memory a point,
+    """Locust's `stats.history` with its points on disk (spool.SpooledList: 12 bytes of memory a point,
     where a point held as Locust makes it, a dict of seven lists, weighs about 1 kB: 12 kB a minute
     for the first hour), thinned as each point is appended: every point of the first `limit`, then
     exactly `limit`, two neighbours of the narrowest width making one (`Tiers`; the older point kept).
@@ -58,8 +58,9 @@ class SpooledHistory(list[dict[str, Any]]):
 
     def __init__(self, points: Iterable[dict[str, Any]] = (), limit: int | None = None) -> None:
         super().__init__()
-        self._points = SpooledList()
-        self._tiers = Tiers(limit if limit is not None else history_kept())
+        limit = limit if limit is not None else history_kept()
+        self._points = SpooledList(limit + 1)  # room for every point kept, made at once
+        self._tiers = Tiers(limit)
         for point in points:
             self.append(point)
 
