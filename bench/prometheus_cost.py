@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from bench.collector_cost import contexts, timed
+from bench.collector_cost import events, timed
 from bench.common import CHILD_ENV, ROOT, Mock, csv_row, machine_line, table, write_result
 from devsupport.ports import free_port
 from poolbench_locust.exporter.series import BUCKETS_S, Gauges, PoolingCollector
@@ -38,6 +38,11 @@ from poolbench_locust.metrics.collector import PoolingStats
 
 NAMES = ("/v1/embeddings", "/rerank", "/score")
 USERS = 16
+
+
+def contexts(n: int) -> list[tuple[float, dict[str, Any]]]:
+    """n requests' E2E and context as the engine sends them (bench/collector_cost.py's events)."""
+    return [(event["response_time"], event["context"]) for event in events(n)]
 
 
 def fed_stats(samples: list[tuple[float, dict[str, Any]]]) -> PoolingStats:
@@ -91,7 +96,7 @@ def in_process(requests: int, rounds: int) -> dict[str, float]:
     collector = CollectorRegistry(auto_describe=False)
     collector.register(PoolingCollector(lambda: stats, lambda: 1, gauges))
 
-    def cold_scrape() -> None:  # every histogram with new keys since the last scrape: each one sorted
+    def cold_scrape() -> None:  # a new collector (it keeps nothing between scrapes: as scrape_ms)
         cold = CollectorRegistry(auto_describe=False)
         cold.register(PoolingCollector(lambda: stats, lambda: 1, gauges))
         generate_latest(cold)
@@ -99,7 +104,7 @@ def in_process(requests: int, rounds: int) -> dict[str, float]:
     own, update = per_request_metrics()
     for i, (e2e, context) in enumerate(samples):
         update(NAMES[i % 3], e2e, 4096, failure[i], context)
-    keys = sum(len(h.counts) for e in stats.entries.values() for h in e.timings.values())
+    keys = sum(h.buckets() for e in stats.entries.values() for h in e.timings.values())
     return {
         "stats_us": timed(stats_only, requests, rounds),
         "stats_and_metrics_us": timed(stats_and_metrics, requests, rounds),

@@ -28,6 +28,11 @@ COMPACT_ABOVE = 1 << 20
 """Dead bytes below this never make the file be rewritten, whatever the share (a short run writes it once)."""
 
 
+def _places(capacity: int) -> tuple[array[int], array[int]]:
+    """Offsets and sizes of `capacity` entries, zeros: 8 and 4 bytes each (a record is far below 2 GiB)."""
+    return array("q", bytes(8 * capacity)), array("i", bytes(4 * capacity))
+
+
 def _open() -> IO[bytes]:
     # Open as long as the list lives (closed by clear, a compaction, or the list's end): no `with`.
     return tempfile.TemporaryFile(prefix="poolbench-spool-")
@@ -35,17 +40,27 @@ def _open() -> IO[bytes]:
 
 class SpooledList:
     """A list of picklable records (or None) on disk: append, read, replace and delete by index, as a
-    list; `len` and `clear`. Each entry costs 12 bytes of memory, whatever its record's size."""
+    list; `len` and `clear`. Each entry costs 12 bytes of memory, whatever its record's size; with a
+    `capacity`, the places of that many entries are made at once, so the list's memory does not grow
+    while it fills up to it (past it, it grows as a list does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 0) -> None:
         self._file: IO[bytes] | None = None
-        self._offsets = array("q")
-        self._sizes = array("l")
+        self._capacity = max(capacity, 0)
+        self._offsets, self._sizes = _places(self._capacity)
+        self._len = 0
+        """Entries in use: the arrays' first _len places (the rest is room made in advance)."""
         self._end = 0
         self._live = 0
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._len
+
+    def _index(self, index: int) -> int:
+        i = index + self._len if index < 0 else index
+        if not 0 <= i < self._len:
+            raise IndexError("SpooledList index out of range")
+        return i
 
     def _write(self, record: Any) -> tuple[int, int]:
         if record is None:
@@ -67,21 +82,30 @@ class SpooledList:
 
     def append(self, record: Any) -> None:
         offset, size = self._write(record)
-        self._offsets.append(offset)
-        self._sizes.append(size)
+        if self._len < len(self._offsets):
+            self._offsets[self._len], self._sizes[self._len] = offset, size
+        else:
+            self._offsets.append(offset)
+            self._sizes.append(size)
+        self._len += 1
 
     def __getitem__(self, index: int) -> Any:
-        return self._read(self._offsets[index], self._sizes[index])
+        i = self._index(index)
+        return self._read(self._offsets[i], self._sizes[i])
 
     def __setitem__(self, index: int, record: Any) -> None:
-        self._live -= self._sizes[index]
-        self._offsets[index], self._sizes[index] = self._write(record)
+        i = self._index(index)
+        self._live -= self._sizes[i]
+        self._offsets[i], self._sizes[i] = self._write(record)
         self._compact_if_mostly_dead()
 
     def __delitem__(self, index: int) -> None:
-        self._live -= self._sizes[index]
-        del self._offsets[index]
-        del self._sizes[index]
+        i, n = self._index(index), self._len
+        self._live -= self._sizes[i]
+        # The later places move down one, within the arrays' room (the same length: no reallocation).
+        self._offsets[i : n - 1] = self._offsets[i + 1 : n]
+        self._sizes[i : n - 1] = self._sizes[i + 1 : n]
+        self._len -= 1
         self._compact_if_mostly_dead()
 
     def _compact_if_mostly_dead(self) -> None:
@@ -92,7 +116,8 @@ class SpooledList:
             return
         old, self._file, self._end, self._live = self._file, None, 0, 0
         try:
-            for i, (offset, size) in enumerate(zip(self._offsets, self._sizes, strict=True)):
+            for i in range(self._len):
+                offset, size = self._offsets[i], self._sizes[i]
                 if offset != NONE:
                     data = os.pread(old.fileno(), size, offset)
                     if self._file is None:
@@ -105,10 +130,9 @@ class SpooledList:
             old.close()
 
     def clear(self) -> None:
-        """No entries, and no file (a later record opens a new one)."""
-        del self._offsets[:]
-        del self._sizes[:]
-        self._end = self._live = 0
+        """No entries, and no file (a later record opens a new one); the room made in advance stays."""
+        self._offsets, self._sizes = _places(self._capacity)
+        self._len = self._end = self._live = 0
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -101,7 +101,7 @@ def test_the_window_keeps_a_bounded_number_of_histograms_and_only_the_buckets_it
     for t in range(200):
         request(stats, 1 + t, 1, name=f"/route{t % 3}")  # a new bucket every tick: 200 in the end
         take_sample(environment, stats)
-        # each name (3, and the total) and timing (2): its last whole dump and WINDOW_SECONDS ticks' additions
+        # each name (3, and the total) and timing (2): its last copy and WINDOW_SECONDS ticks' additions
         assert window.held() <= 4 * 2 * (1 + WINDOW_SECONDS)
     sparse = [dumps[key] for ticks in window._added.values() for dumps in list(ticks)[1:] for key in dumps]
     assert sparse and max(len(d["counts"]) for d in sparse) <= 1, "a tick's addition holds the buckets it hit"

@@ -1,5 +1,6 @@
 """The pooling stats' histogram: percentiles within 0.1 % of the sorted samples, merges equal to one
-histogram fed everything, a bounded number of buckets whatever it is fed, exact mean and stddev."""
+histogram fed everything, a bounded number of buckets whatever it is fed, memory made per power of two
+(not per bucket hit), exact mean and stddev."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ from locust.stats import bucket_response_time
 
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.histogram import (
+    HIGHEST_KEY,
     HIGHEST_MS,
     LOWEST_MS,
     MAX_BUCKETS,
+    ROWS,
+    SUB_BUCKETS,
+    ZERO_KEY,
     Histogram,
     Moments,
     difference,
@@ -163,3 +168,54 @@ def test_locust_counts_are_what_locusts_own_bucketing_gives_within_its_rounding(
     moved = sum(abs(counts.get(k, 0) - locust_own.get(k, 0)) for k in {*counts, *locust_own}) // 2
     edges = sum(1 for v in values if bucket_response_time(v * 1.0005) != bucket_response_time(v * 0.9995))
     assert moved <= edges
+
+
+def test_memory_is_made_once_per_power_of_two_not_per_bucket_hit():
+    """The rows are made as the values' powers of two first appear; new buckets inside them cost nothing."""
+    histogram = Histogram()
+    histogram.add(5.0)  # 4..8 ms: one row
+    rows = [row for _, row in histogram.rows()]
+    assert len(rows) == 1
+    value = 4.0
+    while value < 8.0:  # every bucket of that power of two
+        histogram.add(value)
+        value *= 1.0002
+    assert [row for _, row in histogram.rows()] == rows and histogram.rows()[0][1] is rows[0]
+    assert histogram.buckets() == SUB_BUCKETS
+    for value in (0.0, 0.0015, 7.0, 3_000.0, 1e12):
+        histogram.add(value)
+    assert len(histogram.rows()) == 5  # the bucket of 0, 1-2 µs, 4-8 ms, 2-4 s, the hour
+    assert len(histogram.rows()) <= ROWS
+
+
+@settings(max_examples=100, deadline=None)
+@given(samples, samples)
+def test_what_was_added_since_a_copy_is_the_histogram_of_the_values_in_between(first, then):
+    histogram = fed(first)
+    copy = histogram.copy()
+    for value in then:
+        histogram.add(value)
+    assert copy.counts == fed(first).counts and copy.n == len(first)
+    since = msgpack.unpackb(msgpack.packb(histogram.since(copy)), raw=False, strict_map_key=False)
+    assert since == difference(shipped(histogram), shipped(fed(first)))
+    window = Histogram()
+    window.merge(since)
+    assert window.counts == fed(then).counts and window.n == len(then)
+    assert histogram.since(None) == histogram.dump()
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        {"keys": [ZERO_KEY - 1], "counts": [1], "n": 1, "max": 1.0},
+        {"keys": [HIGHEST_KEY + 1], "counts": [1], "n": 1, "max": 1.0},
+        {"keys": [HIGHEST_KEY, -(HIGHEST_KEY - ZERO_KEY) - 1], "counts": [1, 1], "n": 2, "max": 1.0},
+        {"keys": [5000, 1], "counts": [1], "n": 1, "max": 1.0},
+    ],
+)
+def test_a_dump_with_a_key_out_of_range_is_refused_and_adds_nothing(dump):
+    """A worker's report is untrusted: a key outside the histogram's range would land in another row."""
+    histogram = fed([3.0])
+    with pytest.raises(ValueError):
+        histogram.merge(dump)
+    assert histogram.counts == fed([3.0]).counts and histogram.n == 1

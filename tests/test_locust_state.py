@@ -12,7 +12,7 @@ from pathlib import Path
 from locust.stats import HISTORY_STATS_INTERVAL_SEC, RequestStats
 
 from poolbench_locust.metrics import locust_state
-from poolbench_locust.metrics.locust_state import HistoryBound, drop_old_counts, history_kept
+from poolbench_locust.metrics.locust_state import SpooledHistory, drop_old_counts, history_kept, spool_history
 from tests.support.locust_run import LOAD, ROOT, run_locust
 
 HOUR_OF_POINTS = 3600 // HISTORY_STATS_INTERVAL_SEC
@@ -35,27 +35,20 @@ def _point(i: int) -> dict:
 
 def test_locust_history_keeps_every_point_of_the_first_hour():
     assert history_kept() == HOUR_OF_POINTS == 720
-    history: list[dict] = []
-    bound = HistoryBound(history_kept())
+    history = SpooledHistory()
     for i in range(HOUR_OF_POINTS):
         history.append(_point(i))
-        bound.thin(history)
     assert [p["time"] for p in history] == list(range(HOUR_OF_POINTS))
     history.append(_point(HOUR_OF_POINTS))
-    bound.thin(history)
     assert len(history) == HOUR_OF_POINTS and history[0]["time"] == 0 and history[-1]["time"] == HOUR_OF_POINTS
 
 
 def test_a_day_of_locust_history_holds_an_hours_worth_of_points_spread_over_the_day():
-    history: list[dict] = []
-    bound = HistoryBound(history_kept())
+    history = SpooledHistory()
     held = []
     for i in range(DAY_OF_POINTS):
         history.append(_point(i))
-        if i % 3 == 0:  # the greenlet may find several new points at once
-            bound.thin(history)
         if i % HOUR_OF_POINTS == HOUR_OF_POINTS - 1:
-            bound.thin(history)
             held.append(len(history))
     assert held == [HOUR_OF_POINTS] * 24, "the same number held every hour of the day"
     times = [p["time"] for p in history]
@@ -67,14 +60,35 @@ def test_a_day_of_locust_history_holds_an_hours_worth_of_points_spread_over_the_
     assert all(set(p) == {"time", "current_rps", "user_count"} for p in history), "each point as Locust made it"
 
 
-def test_a_new_list_after_locusts_reset_starts_again():
-    bound = HistoryBound(4)
-    first = [_point(i) for i in range(10)]
-    bound.thin(first)
-    assert len(first) == 4
-    second = [_point(i) for i in range(3)]  # reset_all gives stats.history a new list
-    bound.thin(second)
-    assert [p["time"] for p in second] == [0, 1, 2]
+def test_a_new_list_after_locusts_reset_is_spooled_again_with_its_points():
+    stats = RequestStats()
+    stats.history.append(_point(0))
+    spool_history(stats)
+    spooled = stats.history
+    assert isinstance(spooled, SpooledHistory) and [p["time"] for p in spooled] == [0]
+    spool_history(stats)
+    assert stats.history is spooled, "a spooled history stays as it is"
+    stats.reset_all()  # Locust gives stats.history a new list
+    stats.history.append(_point(7))
+    spool_history(stats)
+    assert isinstance(stats.history, SpooledHistory) and stats.history is not spooled
+    assert [p["time"] for p in stats.history] == [7]
+
+
+def test_the_spooled_history_reads_as_the_list_locust_made():
+    """What Locust does with its history: append, read the last point, iterate, serialize to JSON."""
+    history, plain = SpooledHistory(limit=5), []
+    assert not history and history == [] and len(history) == 0
+    for i in range(5):
+        point = {"time": f"2026-12-07T08:00:0{i}Z", "current_rps": [i, 1.5], "user_count": [i, 2]}
+        history.append(point)
+        plain.append(point)
+    assert history and history == plain and len(history) == 5
+    assert history[-1] == plain[-1] and history[0] == plain[0] and history[1:4] == plain[1:4]
+    assert list(reversed(history)) == plain[::-1]
+    assert json.dumps(history) == json.dumps(plain)
+    assert json.dumps({"history": history}, indent=1) == json.dumps({"history": plain}, indent=1)
+    assert list.__len__(history) == 0, "the points are on disk, not in the list"
 
 
 def test_old_per_second_counts_go_and_the_current_rate_and_totals_stay():

@@ -134,7 +134,7 @@ def test_buckets_count_exactly_what_lies_below_each_bound(values_ms: list[float]
     for v in values_ms:
         histogram.add(v)
     buckets = series.PrometheusBuckets()
-    buckets.add(histogram, *series.SortedKeys().of(histogram))
+    buckets.add(histogram)
     cumulative = dict(buckets.cumulative())
     for bound in series.BUCKETS_S:
         below = sum(1 for v in values_ms if v < bound * 1000)

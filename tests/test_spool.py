@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import tracemalloc
 
+import pytest
+
 from poolbench_locust.spool import COMPACT_ABOVE, SpooledList
 
 
-def test_it_reads_as_the_list_it_was_given():
-    kept, mirror = SpooledList(), []
+@pytest.mark.parametrize("capacity", [0, 20, 100])
+def test_it_reads_as_the_list_it_was_given(capacity):
+    kept, mirror = SpooledList(capacity), []
     for i in range(50):
         record = None if i % 7 == 3 else {"i": i, "timings": {i: i * 2, 300 + i: 1}, "rows": [1.5, None, "x"]}
         kept.append(record)
@@ -22,8 +25,29 @@ def test_it_reads_as_the_list_it_was_given():
     assert len(kept) == len(mirror) and [kept[i] for i in range(len(kept))] == mirror
     assert kept[-1] == mirror[-1]
     assert isinstance(next(iter(kept[1]["timings"])), int), "int keys come back as ints"
+    with pytest.raises(IndexError):
+        kept[len(mirror)]
+    with pytest.raises(IndexError):
+        kept[-len(mirror) - 1]
     kept.clear()
     assert len(kept) == 0 and kept.disk_bytes() == 0 and kept._file is None
+    with pytest.raises(IndexError):
+        kept[0]
+    kept.append("again")
+    assert len(kept) == 1 and kept[0] == "again"
+
+
+def test_with_a_capacity_the_places_are_made_once():
+    """Filled up to its capacity, appended to and deleted from, the list never remakes its index."""
+    kept = SpooledList(101)
+    where = (kept._offsets.buffer_info(), kept._sizes.buffer_info())
+    for i in range(101):
+        kept.append(i)
+    for i in range(500):  # as Tiers keeps it: one more, then two merge into one
+        del kept[(i * 37) % 100 + 1]
+        kept.append(101 + i)
+    assert len(kept) == 101 and (kept._offsets.buffer_info(), kept._sizes.buffer_info()) == where
+    assert kept[0] == 0 and kept[-1] == 600
 
 
 def test_a_list_of_only_none_opens_no_file():

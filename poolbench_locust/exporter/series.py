@@ -13,10 +13,10 @@ run's start from zero, so no counter ever goes down.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import chain
 from operator import mul
 from typing import Any
 
@@ -24,7 +24,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from poolbench_locust.metrics.collector import SOURCES, Entry, PoolingStats
-from poolbench_locust.metrics.histogram import Histogram, bucket_key, bucket_value
+from poolbench_locust.metrics.histogram import SUB_BUCKETS, Histogram, bucket_key, bucket_value
 
 BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 """1 ms to 60 s. Each is an edge of the pooling histogram's own buckets (a power of two times k/2048),
@@ -57,39 +57,20 @@ def label(text: Any) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-class _Middles(dict[int, float]):
-    """bucket_value of each key, remembered (at most MAX_BUCKETS keys, the same for every histogram)."""
-
-    def __missing__(self, key: int) -> float:
-        value = self[key] = bucket_value(key)
-        return value
-
-
-_MIDDLES = _Middles()
-_BOUND_KEYS = tuple(bucket_key(ms) for ms in _BOUNDS_MS)
-"""The pooling-histogram bucket that starts at each bound: the values below a bound are the keys below it."""
+_MIDDLES: dict[int, array[float]] = {}
+"""Row -> bucket_value of each of its SUB_BUCKETS buckets, made the first time a histogram has the row (at
+most ROWS rows, 8 kB each, the same for every histogram)."""
+_BOUNDS = tuple(divmod(bucket_key(ms), SUB_BUCKETS) for ms in _BOUNDS_MS)
+"""(row, column) of the pooling-histogram bucket that starts at each bound: the values below a bound are
+those of the rows before its row and of the columns before its column."""
 
 
-class SortedKeys:
-    """Each histogram's keys in order and their buckets' middles, made again only when it has new keys:
-    a histogram's keys are only ever added, and after a run's first seconds rarely."""
-
-    def __init__(self) -> None:
-        self._kept: dict[int, tuple[Histogram, list[int], list[float]]] = {}
-        self._used: set[int] = set()
-
-    def of(self, histogram: Histogram) -> tuple[list[int], list[float]]:
-        kept = self._kept.get(id(histogram))
-        if kept is None or kept[0] is not histogram or len(kept[1]) != len(histogram.counts):
-            keys = sorted(histogram.counts)
-            kept = self._kept[id(histogram)] = (histogram, keys, list(map(_MIDDLES.__getitem__, keys)))
-        self._used.add(id(histogram))
-        return kept[1], kept[2]
-
-    def forget_the_unused(self) -> None:
-        """Drop the histograms this scrape did not read (a reset's old ones): none is kept alive here."""
-        self._kept = {k: v for k, v in self._kept.items() if k in self._used}
-        self._used = set()
+def _middles(row: int) -> array[float]:
+    middles = _MIDDLES.get(row)
+    if middles is None:
+        base = row * SUB_BUCKETS
+        middles = _MIDDLES[row] = array("d", (bucket_value(base + column) for column in range(SUB_BUCKETS)))
+    return middles
 
 
 @dataclass
@@ -100,18 +81,29 @@ class PrometheusBuckets:
     sum_ms: float = 0.0
     n: int = 0
 
-    def add(self, histogram: Histogram, keys: list[int], middles: list[float]) -> None:
-        """`keys`: the histogram's keys, sorted, and their buckets' middles. A scrape's cost is this, for
-        every histogram: C-level passes over the keys (a Python loop over them took five times as long)."""
-        counts = histogram.counts
-        in_order = list(map(counts.__getitem__, keys))
-        running = list(accumulate(in_order))
+    def add(self, histogram: Histogram) -> None:
+        """A scrape's cost is this, for every histogram: C-level passes over its rows (a Python loop over
+        the buckets took five times as long), nothing kept between scrapes."""
+        totals = histogram.totals()  # (row, its counts, the running count up to and including it)
         cumulative = self.cumulative_counts
-        for i, bound_key in enumerate(_BOUND_KEYS):
-            if position := bisect_left(keys, bound_key):
-                cumulative[i] += running[position - 1]
-        cumulative[-1] += running[-1] if running else 0
-        self.sum_ms += sum(map(mul, in_order, middles))
+        for i, (bound_row, bound_column) in enumerate(_BOUNDS):
+            below = 0
+            for r, row, running in totals:
+                if r > bound_row:
+                    break
+                if r == bound_row:
+                    below += sum(row[:bound_column])
+                    break
+                below = running
+            cumulative[i] += below
+        cumulative[-1] += totals[-1][2] if totals else 0
+        self.sum_ms += sum(
+            map(
+                mul,
+                chain.from_iterable(row for _, row, _ in totals),
+                chain.from_iterable(_middles(r) for r, _, _ in totals),
+            )
+        )
         self.n += histogram.n
 
     def cumulative(self) -> list[tuple[str, float]]:
@@ -133,7 +125,7 @@ class LabelFigures:
     image_token_requests: int = 0
     timings: dict[str, PrometheusBuckets] = field(default_factory=dict)
 
-    def add(self, entry: Entry, sorted_keys: SortedKeys) -> None:
+    def add(self, entry: Entry) -> None:
         self.requests += entry.requests
         self.failures += entry.failures
         for source, count in entry.tokens_by_source.items():
@@ -149,10 +141,10 @@ class LabelFigures:
         for key, _, _ in TIMINGS:
             histogram = entry.timings[key]
             if histogram.n:
-                self.timings.setdefault(key, PrometheusBuckets()).add(histogram, *sorted_keys.of(histogram))
+                self.timings.setdefault(key, PrometheusBuckets()).add(histogram)
 
 
-def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], Any]) -> dict[str, LabelFigures]:
+def by_label(entries: list[Entry], pause: Callable[[], Any]) -> dict[str, LabelFigures]:
     """A run's entries by label value: the first MAX_NAMES names (in the order they appeared, which
     a run never changes) each under their own, the rest under OTHER; names that read alike once
     cleaned add up, so no two series ever share their labels. `pause()` after each entry lets the
@@ -160,7 +152,7 @@ def by_label(entries: list[Entry], sorted_keys: SortedKeys, pause: Callable[[], 
     out: dict[str, LabelFigures] = {}
     for i, entry in enumerate(entries):
         name = label(entry.name) if i < MAX_NAMES else OTHER
-        out.setdefault(name, LabelFigures()).add(entry, sorted_keys)
+        out.setdefault(name, LabelFigures()).add(entry)
         pause()
     return out
 
@@ -191,15 +183,13 @@ class PoolingCollector(Collector):
         self._run = run
         self._gauges = gauges
         self._pause = pause
-        self._sorted_keys = SortedKeys()
 
     def collect(self) -> Iterator[Metric]:
         # All read before the first pause: a reset during the scrape (Entry objects are replaced, never
         # emptied) leaves this page with the run it began with, and that run's counters never go down.
         stats, run = self._stats(), str(self._run())
         entries, start_time = list(stats.entries.values()), stats.start_time
-        figures = by_label(entries, self._sorted_keys, self._pause)
-        self._sorted_keys.forget_the_unused()
+        figures = by_label(entries, self._pause)
         yield from self._counters(figures, run)
         yield from self._gauge_families(start_time, run)
 

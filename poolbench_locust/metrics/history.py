@@ -28,7 +28,7 @@ from locust.stats import CSV_STATS_INTERVAL_SEC, CURRENT_RESPONSE_TIME_PERCENTIL
 
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.collector import Entry, PoolingStats
-from poolbench_locust.metrics.histogram import difference
+from poolbench_locust.metrics.histogram import Histogram
 from poolbench_locust.metrics.table import rows
 from poolbench_locust.spool import SpooledList
 from poolbench_locust.store import Slot
@@ -60,15 +60,16 @@ WINDOW_TICKS = round(WINDOW_SECONDS / CSV_STATS_INTERVAL_SEC)
 
 class Window:
     """The timing histograms of the requests of the last WINDOW_TICKS ticks, per request name: what
-    each tick added (the difference between this tick's dump and the last one, holding only the
-    buckets hit in that tick), summed over the window. Held: one whole dump per name and timing (the
-    last tick's) and WINDOW_TICKS sparse ones, so memory follows the requests of the window, not every
-    bucket the run has seen (eleven whole dumps of every histogram grew with its buckets for as long
-    as new timings turned up: most of what a soak still grew by after ten minutes)."""
+    each tick added (the difference between the histogram now and its copy at the last tick, holding
+    only the buckets hit in that tick), summed over the window. Held: one copy of each name's
+    histograms (the last tick's: dense rows, the histogram's own size, which does not grow with the
+    buckets hit) and WINDOW_TICKS sparse dumps, so memory follows the requests of the window and the
+    span of the timings, not every bucket the run has seen (eleven whole dumps of every histogram grew
+    with its buckets for as long as new timings turned up)."""
 
     def __init__(self) -> None:
-        self._last: dict[str | None, tuple[Entry, dict[str, dict[str, Any]]]] = {}
-        """Name -> its entry and its timings' dumps at the last tick. The entry tells a reset apart:
+        self._last: dict[str | None, tuple[Entry, dict[str, Histogram]]] = {}
+        """Name -> its entry and a copy of its timings at the last tick. The entry tells a reset apart:
         Locust's reset replaces every entry, and a count alone may come out equal."""
         self._added: dict[str | None, deque[dict[str, dict[str, Any]]]] = {}
         """Name -> what each of the last WINDOW_TICKS ticks added, per timing, oldest first."""
@@ -78,27 +79,27 @@ class Window:
         self._added.clear()
 
     def held(self) -> int:
-        """The dumps held, whole and sparse: bounded by the names, never by the run's length."""
-        return sum(len(dumps) for _, dumps in self._last.values()) + sum(
+        """The copies and dumps held: bounded by the names, never by the run's length."""
+        return sum(len(copies) for _, copies in self._last.values()) + sum(
             len(added) for ticks in self._added.values() for added in ticks
         )
 
     def figures(self, entries: list[tuple[str | None, Entry]]) -> list[dict[str, Any]]:
-        """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's dumps are kept for the next ones."""
+        """WINDOW_COLUMNS of each (name, entry) for this tick; this tick's copies are kept for the next ones."""
         figures, last = [], {}
         for name, entry in entries:
-            now = {key: entry.timings[key].dump() for key, _ in WINDOW_TIMINGS}
             then, ticks = self._last.get(name), self._added.get(name)
             if then is None or then[0] is not entry or ticks is None:  # new, or reset: the window starts again
                 ticks = self._added[name] = deque(maxlen=WINDOW_TICKS)
-                before: dict[str, dict[str, Any]] = {}
+                before: dict[str, Histogram] = {}
             else:
                 before = then[1]
-            ticks.append({key: difference(now[key], before.get(key)) for key, _ in WINDOW_TIMINGS})
-            last[name] = (entry, now)
+            timings = {key: entry.timings[key] for key, _ in WINDOW_TIMINGS}
+            ticks.append({key: histogram.since(before.get(key)) for key, histogram in timings.items()})
+            last[name] = (entry, {key: histogram.copy() for key, histogram in timings.items()})
             values: dict[str, Any] = {}
             for key, title in WINDOW_TIMINGS:
-                histogram = type(entry.timings[key])()
+                histogram = Histogram()
                 for added in ticks:
                     histogram.merge(added[key])
                 for p in WINDOW_PERCENTILES:
@@ -181,7 +182,7 @@ class History:
     evenly spread; on disk (spool.SpooledList), 12 bytes of memory a sample."""
 
     def __init__(self) -> None:
-        self._kept = SpooledList()
+        self._kept = SpooledList(MAX_SAMPLES + 1)  # room for the hour made at once (one more as two merge)
         """Each the first sample of its entry in `_tiers` (the sample at the start of its span)."""
         self._tiers = Tiers(MAX_SAMPLES)
         self.window = Window()

@@ -156,8 +156,8 @@ def held_ms(e2e: Histogram, queue: Histogram) -> float | None:
     request. What Little's law takes: the queue's wait is the users' shortage, not the time they were busy."""
     if not e2e.n:
         return None
-    total = sum(bucket_value(key) * count for key, count in e2e.counts.items())
-    waited = sum(bucket_value(key) * count for key, count in queue.counts.items())
+    total = sum(bucket_value(key) * count for key, count in e2e.items())
+    waited = sum(bucket_value(key) * count for key, count in queue.items())
     return max(total - waited, 0.0) / e2e.n
 
 

@@ -170,7 +170,7 @@ class Series:
         for key, snap in snaps.items():
             block = snap.minus(self._last.get(key, _Snapshot()), start, max(now - start, 0.0))
             if key not in self._kept:
-                self._kept[key] = SpooledList()
+                self._kept[key] = SpooledList(MAX_BLOCKS + 1)  # room for the hour (one more as two merge)
                 for _ in range(spans):
                     self._kept[key].append(None)
             self._kept[key].append(block)
