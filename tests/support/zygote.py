@@ -241,15 +241,21 @@ def run(
     err_r, err_w = os.pipe()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        conn.connect(_socket_path())
-        request = json.dumps({"args": list(argv[3:]), "cwd": str(cwd), "env": dict(env)}).encode()
-        socket.send_fds(conn, [request], [0, out_w, err_w])
-    finally:
-        # The write ends closed now (gevent's close, in a pytest process that imported Locust, waits for its
-        # loop): the child's end is then the pipes' end.
-        _unpatched_close()(out_w)
-        _unpatched_close()(err_w)
-    pid = int(conn.recv(64).decode().removeprefix("pid "))
+        try:
+            conn.connect(_socket_path())
+            request = json.dumps({"args": list(argv[3:]), "cwd": str(cwd), "env": dict(env)}).encode()
+            socket.send_fds(conn, [request], [0, out_w, err_w])
+        finally:
+            # The write ends closed now (gevent's close, in a pytest process that imported Locust, waits for
+            # its loop): the child's end is then the pipes' end.
+            _unpatched_close()(out_w)
+            _unpatched_close()(err_w)
+        pid = int(conn.recv(64).decode().removeprefix("pid "))
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        conn.close()
+        raise
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
     open_fds = [out_r, err_r]
     status: tuple[int, float] | None = None
@@ -271,6 +277,10 @@ def run(
                     chunks[fd].append(data)
                 else:
                     open_fds.remove(fd)
+    except BaseException:
+        if status is None:  # as subprocess.run does: an interrupted test leaves no run behind
+            _kill(pid)
+        raise
     finally:
         for fd in (out_r, err_r):
             os.close(fd)
