@@ -151,6 +151,9 @@ def _child(request: dict[str, Any], fds: list[int], gevent: Any) -> None:
             if fd > 2:
                 ORIGINAL_CLOSE(fd)
         gevent.reinit()
+        # The hub's loop keeps the time of its last turn, the zygote's start: a timer set before the child's first
+        # turn (Locust's -t) would be due that long ago, and fire at once.
+        gevent.get_hub().loop.update_now()
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
