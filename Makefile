@@ -40,16 +40,21 @@ lint: $(STAMP)
 docs: $(STAMP)
 	export NO_MKDOCS_2_WARNING=1 && site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"
 
-# The whole suite in two parts (tests/README.md, "Where the time goes"): every test but those marked `timing` on
+# The whole suite in three parts (tests/README.md, "Where the time goes"): every test but those marked `timing` on
 # TEST_WORKERS processes at once (pytest-xdist, each idle worker taking the next test: most tests wait on a run's
 # length or a server, so on 2 cores six overlap; eight kept both cores busy and made timed waits fail), then the
-# `timing` tests, which measure the machine's time or rates, one at a time on the machine the rest has left (two
-# at a time, a capacity search beside another starved its open loop's scheduler and its verdict named the server). The second part runs whatever the first's outcome; the target fails if either did. `make test` and `make test-floor` run the same tests.
+# `timing` tests, which measure the machine's time or rates, two at a time on the machine the rest has left (each
+# uses a tenth of a core or so, waiting on its run's length), then those also marked `alone`, one at a time: a
+# capacity search beside another test starved its open loop's scheduler and its verdict named the server. Each
+# part runs whatever the others' outcome; the target fails if any did. `make test` and `make test-floor` run the
+# same tests.
 TEST_WORKERS ?= 6
+TIMING_WORKERS ?= 2
 define run_suite
 	status=0; \
 	$(1) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not real and not timing' || status=1; \
-	$(1) -m pytest -q -p no:xdist -m 'timing and not real' || status=1; \
+	$(1) -m pytest -q -n $(TIMING_WORKERS) --dist worksteal -m 'timing and not alone and not real' || status=1; \
+	$(1) -m pytest -q -p no:xdist -m 'timing and alone and not real' || status=1; \
 	exit $$status
 endef
 

@@ -155,6 +155,7 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
 
 
 @pytest.mark.timing
+@pytest.mark.alone
 def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
     """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s.
 
@@ -198,6 +199,7 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
 
 
 @pytest.mark.timing
+@pytest.mark.alone
 def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answer(tmp_path):
     """The same server, the search driven by a master over 2 worker processes (each takes half the rate)."""
     computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
@@ -219,6 +221,7 @@ def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answ
 
 
 @pytest.mark.timing
+@pytest.mark.alone
 def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_path):
     """A server that answers at once: the client falls behind before the SLO breaks at the server; the
     verdict is the client's, the run exits with the checks' code and says how many processes to try."""
@@ -290,6 +293,7 @@ def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
 
 
 @pytest.mark.timing
+@pytest.mark.alone
 @pytest.mark.timeout(450)
 def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     """--repeat 5 --find-capacity: five independent searches of the 4 x 20 ms server; the 95 % interval of

@@ -122,6 +122,7 @@ def test_a_rate_the_client_reaches_says_nothing_and_passes_the_check(mock_server
 
 
 @pytest.mark.timing
+@pytest.mark.alone  # two workers asked for more than their CPU gives: both cores busy for 9 s
 def test_with_processes_each_workers_rate_reaches_the_master(mock_server_factory, tmp_path):
     mock = mock_server_factory(*SLOW_SERVER)
     result, prefix, _ = run(

@@ -55,6 +55,7 @@ def server_times(url: str) -> list[float]:
 
 
 @pytest.mark.timing
+@pytest.mark.alone
 @pytest.mark.parametrize("processes", [None, 2], ids=["one process", "two workers"])
 def test_e2e_figures_are_within_a_tenth_of_a_percent_of_the_servers_times(trickle_server, tmp_path, processes):
     prefix, record = tmp_path / "run", tmp_path / "times"

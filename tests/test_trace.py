@@ -95,6 +95,7 @@ def replay(url: str, trace: Path, *args: str, timeout: float = 60) -> tuple[subp
 
 
 @pytest.mark.timing
+@pytest.mark.alone  # each request on its schedule to 20 ms
 def test_a_trace_arrives_on_its_schedule_with_its_shapes_and_ends_the_run(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:
@@ -116,6 +117,7 @@ def test_a_trace_arrives_on_its_schedule_with_its_shapes_and_ends_the_run(tmp_pa
 
 
 @pytest.mark.timing
+@pytest.mark.alone  # each request on its schedule to 20 ms
 def test_trace_speed_2_halves_the_span(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:
@@ -130,6 +132,7 @@ def test_trace_speed_2_halves_the_span(tmp_path):
 
 
 @pytest.mark.timing
+@pytest.mark.alone  # each request on its schedule to 20 ms
 def test_processes_share_the_trace_and_together_send_it_all_on_schedule(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", TRACE)
     with recording_server() as url:

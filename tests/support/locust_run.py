@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support import zygote
+
 ROOT = Path(__file__).resolve().parents[2]
 LOAD = ("--input-len", "6", "--batch-size", "3", "--documents", "4")
 """A small shape most runs use: six-word inputs, batches of three, four documents to rerank."""
@@ -123,9 +125,8 @@ def run_locust(
         csv=csv,
         json_result=json_result,
     )
-    done = subprocess.run(
-        argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
+    # Forked from a zygote that has imported Locust once (tests/support/zygote.py), a real process all the same.
+    done = zygote.run(argv, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
     return Completed(
         args=argv,
         returncode=done.returncode,
