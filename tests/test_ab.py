@@ -82,6 +82,21 @@ def test_a_known_difference_is_found_and_said_beyond_noise():
     assert "p50 E2E" in found.summary()
 
 
+def test_tokens_counted_differently_by_the_hosts_get_no_verdict():
+    """vLLM's usage counts tokens, Infinity's characters: the same inputs, 5 times the "tokens" (seen A/B'ing
+    the real two). Their tokens/s would say B is 400 % better; it is no verdict, and says why."""
+    blocks = _blocks(20, 100, 1.0, random.Random(4))
+    for block in blocks:
+        block.b.input_tokens *= 5
+    tokens = next(r for r in compare(blocks, paired=False).rows if r.figure.name == "input tokens/s")
+    assert tokens.beyond_noise is None and tokens.difference is None
+    assert "the hosts count the same inputs' tokens differently: A 100.0 a request, B 500.0" in tokens.verdict()
+    for block in blocks:  # counted alike to within 1 %: compared
+        block.b.input_tokens = block.a.input_tokens + 1
+    alike = next(r for r in compare(blocks, paired=False).rows if r.figure.name == "input tokens/s")
+    assert alike.beyond_noise is not None
+
+
 def test_the_same_law_is_within_noise_in_most_runs():
     # the table's intervals hold together with 95 %: of 40 runs of one law, at most a few may call any figure
     alarms = sum(

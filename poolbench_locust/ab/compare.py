@@ -99,6 +99,25 @@ def figures_of(blocks: Sequence[Block], side: str, seconds: float) -> dict[str, 
     }
 
 
+TOKENS_AGREE = 0.02
+"""Both hosts are sent the same inputs; their token counts a request differing by more than this is two ways of
+counting (Infinity's usage counts characters, vLLM's tokens), not two throughputs."""
+
+
+def tokens_disagree(blocks: Sequence[Block]) -> str | None:
+    """Why the hosts' input tokens/s cannot be compared: the same inputs counted differently; None where they
+    agree (or one host counted none)."""
+    per_request = []
+    for side in ("A", "B"):
+        sides = _sides(blocks, side)
+        requests, tokens = sum(s.requests - s.failures for s in sides), sum(s.input_tokens for s in sides)
+        per_request.append(tokens / requests if requests and tokens else None)
+    a, b = per_request
+    if a is None or b is None or abs(b - a) <= TOKENS_AGREE * a:
+        return None
+    return f"the hosts count the same inputs' tokens differently: A {a:,.1f} a request, B {b:,.1f}"
+
+
 def _difference(figure: Figure, a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None
@@ -189,6 +208,9 @@ def compare(blocks: Sequence[Block], paired: bool, span: float | None = None, re
     seconds = float(n) if span is None else span
     a, b = figures_of(blocks, "A", seconds), figures_of(blocks, "B", seconds)
     points = {f.name: _difference(f, a[f.name], b[f.name]) for f in figures}
+    uncounted = tokens_disagree(blocks)
+    if uncounted is not None:
+        points["input tokens/s"] = None
     judged = [f for f in figures if points[f.name] is not None]
     z = NormalDist().inv_cdf(1 - (1 - LEVEL) / (2 * max(len(judged), 1)))
     short = None
@@ -211,6 +233,8 @@ def compare(blocks: Sequence[Block], paired: bool, span: float | None = None, re
         why = short if short is not None else None
         if point is None:
             why = f"too few requests of a host for its {f.name}" if a[f.name] is None or b[f.name] is None else why
+            if f.name == "input tokens/s" and uncounted is not None:
+                why = uncounted
         elif se is None and why is None:
             why = f"too few requests of a host for its {f.name} in the resamples"
         low = high = None
