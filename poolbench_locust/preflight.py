@@ -38,7 +38,13 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     """
     if environment.host:
         user_class.host = environment.host  # what Locust's runner does to every User class at start
-    user = user_class(environment)
+    return send_one(user_class(environment), environment)
+
+
+def send_one(user: EndpointUser, environment: Environment, alone: bool = True) -> tuple[str, int, str | None] | None:
+    """Send `user`'s first prepared request outside the stats: (the path, HTTP status or 0, failure message or
+    None); None without a plan. `alone`: its time is the reference a saturated server's latency is compared
+    with (the run's own host only)."""
     if user.plan is None:
         return None
     seen: list[dict[str, Any]] = []
@@ -56,8 +62,8 @@ def _one_request(user_class: type[EndpointUser], environment: Environment) -> tu
     event = seen[-1]
     status = getattr(event.get("response"), "status_code", 0)
     error = event.get("exception")
-    if error is None and isinstance(took := event.get("response_time"), int | float) and took > 0:
-        note_alone(environment, float(took))  # the reference a saturated server's latency is compared with
+    if alone and error is None and isinstance(took := event.get("response_time"), int | float) and took > 0:
+        note_alone(environment, float(took))
     message = None if error is None else str(error)[:MESSAGE_LIMIT]
     return user.plan.path, (status if isinstance(status, int) else 0), message
 

@@ -4,12 +4,10 @@ as the preflight judges A's: a route only one host serves stops the run naming t
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 from locust.env import Environment
-from locust.event import EventHook
 
 from poolbench_locust.engine.ab import same_host, twin_class
 from poolbench_locust.engine.plan import plan_for
@@ -17,12 +15,11 @@ from poolbench_locust.engine.user import endpoint_users
 from poolbench_locust.host_probe import host_error
 from poolbench_locust.lifecycle import StartCheck
 from poolbench_locust.options import OptionError, Settings, settings_of
+from poolbench_locust.preflight import send_one
 from poolbench_locust.store import Slot
 from poolbench_locust.urls import shown_url
 
 logger = logging.getLogger("poolbench_locust")
-
-MESSAGE_LIMIT = 500
 
 _PASSED: Slot[set[tuple[Any, ...]]] = Slot("ab_preflighted", set)
 """The User classes, B hosts and options whose B preflight passed: not asked again (it outlives a run)."""
@@ -37,28 +34,7 @@ def _settings(environment: Environment) -> Settings | None:
 
 def _preflight(user_class: type[Any], host: str, environment: Environment) -> tuple[str, int, str | None] | None:
     """One request of the class's twin to B: (the path, HTTP status or 0, failure message or None)."""
-    user = twin_class(user_class, host)(environment)
-    if user.plan is None:
-        return None
-    seen: list[dict[str, Any]] = []
-    captured = EventHook()
-    captured.add_listener(lambda **event: seen.append(event))
-    user.client.request_event = captured
-    user.plan = dataclasses.replace(user.plan, settings=dataclasses.replace(user.plan.settings, warmup=0.0))
-    try:
-        user.measure(user.plan.requests[0])
-    finally:
-        user.client.client.close()
-    if not seen:
-        return user.plan.path, 0, "no request event was fired"
-    event = seen[-1]
-    status = getattr(event.get("response"), "status_code", 0)
-    error = event.get("exception")
-    return (
-        user.plan.path,
-        (status if isinstance(status, int) else 0),
-        None if error is None else str(error)[:MESSAGE_LIMIT],
-    )
+    return send_one(twin_class(user_class, host)(environment), environment, alone=False)
 
 
 def ab_error(environment: Environment, check_host: bool = True) -> str | None:
