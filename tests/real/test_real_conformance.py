@@ -20,7 +20,7 @@ import pytest
 from devsupport.real import prometheus, servers
 from devsupport.real.servers import RealServer
 from tests.real.table import RESULTS
-from tests.support.real_cell import headless
+from tests.support.real_cell import Outcome, headless
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
 
@@ -151,13 +151,11 @@ def test_vllm_token_classify_cell(vllm_token_classify_server, tmp_path):
     run = headless(server, "PoolingUser", "--pooling-task", "token_classify", "--input-len", "8:40",
                    "--batch-size", "2", tmp=tmp_path)  # fmt: skip
     after = counters(server)
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    requests_, failures = run.requests, run.failed
     vectors, server_tokens = int(run.pooling.get("Vectors", -1)), int(after.tokens - before.tokens)
-    RESULTS.append({"server": "vLLM", "cell": "pooling-token_classify", "class": "PoolingUser",
-                    "requests": requests_, "failures": failures, "model": server.name,
-                    "client_tokens": int(run.pooling.get("Input Tokens", -1)), "server_tokens": server_tokens,
-                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    RESULTS.append(
+        run.row("vLLM", "pooling-token_classify", "PoolingUser", server_tokens=server_tokens, model=server.name)
+    )
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert vectors == server_tokens == int(run.pooling["Input Tokens"]) > int(run.pooling["Sequences"])
@@ -242,17 +240,22 @@ INFINITY_CELLS = [
 ]
 
 
+def infinity_tokens(run: Outcome) -> dict[str, int]:
+    """Infinity's usage counts characters: the pooling table's Input Tokens are the server's (its count), its
+    Client Tokens the model's tokenizer's."""
+    return {
+        "client_tokens": int(run.pooling.get("Client Tokens") or 0),
+        "server_tokens": int(run.pooling.get("Input Tokens", -1)),
+    }
+
+
 @pytest.mark.parametrize(("cell", "args"), INFINITY_CELLS, ids=[c[0] for c in INFINITY_CELLS])
 def test_infinity_cell(infinity_server, tmp_path, cell, args):
     """Infinity's usage counts characters: the run says so by the gap to the model's own token count."""
     run = headless(infinity_server, "InfinityEmbeddingsUser", "--input-len", "24",
                    "--tokenizer", str(servers.model_dir("infinity")), *args, tmp=tmp_path)  # fmt: skip
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
-    RESULTS.append({"server": "Infinity", "cell": cell, "class": "InfinityEmbeddingsUser", "requests": requests_,
-                    "failures": failures, "client_tokens": int(run.pooling.get("Client Tokens") or 0),
-                    "server_tokens": int(run.pooling.get("Input Tokens", -1)),
-                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    requests_, failures = run.requests, run.failed
+    RESULTS.append(run.row("Infinity", cell, "InfinityEmbeddingsUser", **infinity_tokens(run)))
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert run.pooling["Token Source"] == "server"
@@ -284,12 +287,8 @@ def test_infinity_built_model_cell(infinity_cross_server, tmp_path, cell, user_c
     server = infinity_cross_server
     run = headless(server, user_class, "--input-len", "24", "--tokenizer", str(servers.model_dir("infinity")),
                    *args, "--model", server.model_named(model), tmp=tmp_path)  # fmt: skip
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
-    RESULTS.append({"server": "Infinity", "cell": f"xenc-{cell}", "class": user_class, "requests": requests_,
-                    "failures": failures, "client_tokens": int(run.pooling.get("Client Tokens") or 0),
-                    "server_tokens": int(run.pooling.get("Input Tokens", -1)),
-                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    requests_, failures = run.requests, run.failed
+    RESULTS.append(run.row("Infinity", f"xenc-{cell}", user_class, **infinity_tokens(run)))
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert run.pooling["Token Source"] == "server"
@@ -317,14 +316,11 @@ def test_vllm_token_level_cell(vllm_token_server, tmp_path, cell, args, dtype):
     run = headless(vllm_token_server, "PoolingUser", "--pooling-task", "token_embed", "--input-len", "8:40", *args,
                    tmp=tmp_path)  # fmt: skip
     after = counters(vllm_token_server)
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
+    requests_, failures = run.requests, run.failed
     vectors, server_tokens = int(run.pooling.get("Vectors", -1)), int(after.tokens - before.tokens)
     # no token source: the float request asked at start to learn a row is one the server counted, the stats not
     server_tokens -= sum(int(n) for n in re.findall(r"one float answer of (\d+) tokens at start", run.log))
-    RESULTS.append({"server": "vLLM", "cell": cell, "class": "PoolingUser", "requests": requests_, "failures": failures,
-                    "client_tokens": int(run.pooling.get("Input Tokens", -1)), "server_tokens": server_tokens,
-                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    RESULTS.append(run.row("vLLM", cell, "PoolingUser", server_tokens=server_tokens))
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert vectors == server_tokens == int(run.pooling["Input Tokens"]) > int(run.pooling["Sequences"])

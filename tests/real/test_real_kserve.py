@@ -26,12 +26,8 @@ KSERVE_CELLS = [
 def test_kserve_cell(kserve_server, tmp_path, cell, args, batch):
     run = headless(kserve_server, "KServeInferUser", "--input-len", "24",
                    "--tokenizer", str(servers.model_dir("vllm")), *args, tmp=tmp_path)  # fmt: skip
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
-    RESULTS.append({"server": "KServe", "cell": cell, "class": "KServeInferUser", "requests": requests_,
-                    "failures": failures, "client_tokens": int(run.pooling.get("Input Tokens", -1)),
-                    "server_tokens": "-", "token_source": run.pooling.get("Token Source", ""),
-                    "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    requests_, failures = run.requests, run.failed
+    RESULTS.append(run.row("KServe", cell, "KServeInferUser"))
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert int(run.pooling["Vectors"]) == requests_ * batch

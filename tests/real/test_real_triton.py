@@ -53,12 +53,8 @@ def test_triton_cell(triton_server, tmp_path, cell, args, batch, binary):
     run = headless(triton_server, "KServeInferUser", "--input-len", "24",
                    "--tokenizer", str(servers.model_dir("vllm")), *args, tmp=tmp_path)  # fmt: skip
     after = triton_counts(triton_server)
-    requests_, failures = int(run.stats.get("Request Count", 0)), int(run.stats.get("Failure Count", -1))
-    RESULTS.append({"server": "Triton", "cell": cell, "class": "KServeInferUser", "requests": requests_,
-                    "failures": failures, "client_tokens": int(run.pooling.get("Input Tokens", -1)),
-                    "server_tokens": "-", "token_source": run.pooling.get("Token Source", ""),
-                    "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1)})  # fmt: skip
+    requests_, failures = run.requests, run.failed
+    RESULTS.append(run.row("Triton", cell, "KServeInferUser"))
     assert run.code == 0, run.log[-3000:]
     assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
     assert int(run.pooling["Vectors"]) == requests_ * batch
@@ -89,9 +85,4 @@ def test_tritons_own_counters_and_times_reconcile_with_the_clients(triton_server
     queue, compute, latency = (float(server[c]) for c in ("Queue Mean", "Compute Mean", "Latency Mean"))
     assert 0 <= queue < latency and 0 < compute < latency, server
     assert checks["Mean Latency"]["Flagged"] == "", checks["Mean Latency"]
-    RESULTS.append({"server": "Triton", "cell": "kserve-server-metrics", "class": "KServeInferUser",
-                    "requests": int(run.stats["Request Count"]), "failures": 0,
-                    "client_tokens": int(run.pooling.get("Input Tokens", -1)), "server_tokens": "-",
-                    "token_source": run.pooling.get("Token Source", ""), "bytes": int(run.pooling.get("Bytes", 0)),
-                    "client_mean_ms": round(float(run.stats.get("Average Response Time", 0)), 1),
-                    "server_mean_ms": round(latency, 1)})  # fmt: skip
+    RESULTS.append(run.row("Triton", "kserve-server-metrics", "KServeInferUser", server_mean_ms=round(latency, 1)))

@@ -25,6 +25,24 @@ class Outcome:
     pooling: dict[str, str]
     failures: list[dict[str, str]]
 
+    @property
+    def requests(self) -> int:
+        return int(self.stats.get("Request Count", 0))
+
+    @property
+    def failed(self) -> int:
+        return int(self.stats.get("Failure Count", -1))
+
+    def row(self, server: str, cell: str, user_class: str, **figures: object) -> dict[str, object]:
+        """The cell's line of the real servers' table (tests/real/table.py): its counts, the tokens as the
+        pooling table gave them (the client's; `figures` adds or overrides: the server's count, the model)."""
+        return {
+            "server": server, "cell": cell, "class": user_class, "requests": self.requests, "failures": self.failed,
+            "client_tokens": int(self.pooling.get("Input Tokens", -1)), "server_tokens": "-",
+            "token_source": self.pooling.get("Token Source", ""), "bytes": int(self.pooling.get("Bytes", 0)),
+            "client_mean_ms": round(float(self.stats.get("Average Response Time", 0)), 1), **figures,
+        }  # fmt: skip
+
 
 def _aggregated(path: Path) -> dict[str, str]:
     if not path.is_file():
