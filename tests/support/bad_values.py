@@ -59,6 +59,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--ab-host": ("127.0.0.1:8001", "must be an http:// or https:// URL with a host"),
     "--gpu-hour-cost": ("0", "must be a number > 0"),
     "--gpus": ("0", "must be a whole number >= 1, got 0"),
+    "--console-width": ("-1", "must be a whole number >= 0, got -1"),
     "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
     "--server-metrics-interval": ("0", "must be a number > 0"),
     "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
