@@ -114,6 +114,32 @@ def test_body_buffer_holds_what_came_with_the_head() -> None:
     assert bytes(buffered) == b"hi"
 
 
+def test_headers_index_holds_the_heads_headers() -> None:
+    """`_headers_index`: BoundedResponse._framing reads the body's framing there (one value a header, a list
+    when it came twice) before it reads the body past the parser."""
+    response = HTTPResponse()
+    response.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Twice: a\r\nX-Twice: b\r\n\r\n")
+    index = getattr(response, "_headers_index", None)
+    assert isinstance(index, Headers), f"HTTPResponse._headers_index is {type(index).__name__}"
+    assert index.get("transfer-encoding") == "chunked" and index.get("x-twice") == ["a", "b"]
+
+
+def test_a_parser_stopped_at_the_heads_end_keeps_the_connection_alive() -> None:
+    """The parser never sees a body read past it: once that body ended, the response marks its message complete
+    and gives its socket back if should_close() says no, which asks the parser's keep-alive verdict as it
+    stands at the head's end. A release that answered otherwise would close every such connection."""
+    for framing in (b"Transfer-Encoding: chunked", b"Content-Length: 5"):
+        response = HTTPResponse()
+        response.feed(b"HTTP/1.1 200 OK\r\n" + framing + b"\r\n\r\n")
+        assert response.headers_complete and not response.message_complete
+        response._on_message_complete()
+        assert not response.should_close(), f"a complete answer framed by {framing!r} no longer keeps its connection"
+    closing = HTTPResponse()
+    closing.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n")
+    closing._on_message_complete()
+    assert closing.should_close(), "Connection: close must still close it"
+
+
 def test_a_socket_response_keeps_its_socket_as_sock(pair) -> None:
     """`_sock`: BoundedResponse.drain receives on it until the message completes, and release() clears it."""
     a, b = pair

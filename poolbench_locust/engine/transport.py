@@ -22,6 +22,12 @@ geventhttpclient trusts the server in four ways this module takes back:
   request once, on a fresh connection. FastHttpUser sets max_retries to 0 and UserAgent retries
   no POST, so this is the only resend.
 
+A body the engine only counts (a binary answer's) is read past the parser (`BoundedResponse._pump`): its head
+is parsed apart from the bytes that came with it, and the body is received into one buffer of the process's
+and counted where it lies, only its chunked framing read in Python. The parser copied every received piece
+of data into a new bytearray for a Python call; a 256 kB answer took five receives of a new 64 KiB bytes
+object each, and now takes one or two.
+
 The engine sends on that pool itself (`send`), not through Locust's `FastHttpSession.request` and
 geventhttpclient's `UserAgent.urlopen`: their work per request (a new request object with its URL
 parsed, the headers merged anew, the response context manager) is bookkeeping the engine does not
@@ -32,7 +38,7 @@ redirects followed (`send`).
 Every private part of geventhttpclient (and of Locust's FastResponse and gevent's socket) the engine
 reaches is reached here and nowhere else: the parser's hooks `_on_status`, `_on_header_field`,
 `_on_header_value`, `_on_headers_complete`, `_on_message_begin`, `_on_message_complete` and `_on_body`,
-its `_header_state` and `_body_buffer`, the response's `_sock` and `_sent_request`, the client's
+its `_header_state`, `_headers_index` and `_body_buffer`, the response's `_sock` and `_sent_request`, the client's
 `_connection_pool` and `_build_request`, the pool's `_is_socket_alive`, the user agent's `clientpool`,
 FastResponse's `_response` and gevent's socket's `_sock`. engine/user.py and engine/body.py use them
 through `install`, `send`, `ended_cleanly` and `BoundedResponse.drain`, which cost no call more per
@@ -111,10 +117,21 @@ class Exchange:
         """The response of the last attempt: the one `send` returns (each redirect's hop and the resend
         replace it), which engine/body.py reads."""
         self.sock: socket.socket | None = None
+        self.drains = False
+        """Whether the request's answer is likely counted and dropped (BoundedResponse.drain): its head is then
+        parsed apart from the body's first bytes, which the drain reads past the parser."""
 
-    def begin(self, deadline: gevent.Timeout, seconds: float, head_allowance: int = 0, allowance_why: str = "") -> None:
+    def begin(
+        self,
+        deadline: gevent.Timeout,
+        seconds: float,
+        head_allowance: int = 0,
+        allowance_why: str = "",
+        drains: bool = False,
+    ) -> None:
         self.head_allowance = head_allowance
         self.allowance_why = allowance_why
+        self.drains = drains
         self.deadline = deadline
         self.expires_at = perf_counter() + seconds
         self.retried = False
@@ -124,6 +141,7 @@ class Exchange:
         """The request is over: nothing sent on this client afterwards may inherit its deadline."""
         self.deadline = None
         self.expires_at = float("inf")
+        self.drains = False
 
     def _attempt(self) -> None:
         self.sent_at = perf_counter()
@@ -178,17 +196,55 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self._dropping = False
         self.kept_head = bytearray()
         self._head_wanted = 0
+        self._split_head = exchange.drains
+        self._early: tuple[bytes, int] | None = None
+        """The block that ended the final head, and where its body begins: bytes the parser has not seen."""
         exchange.response = self
         super().__init__(sock, pool, **kw)
 
     def feed(self, data: bytes | str) -> None:
         self.wire_bytes += len(data)
         self._exchange.check_deadline()
+        if self._split_head and type(data) is bytes and (end := data.find(b"\r\n\r\n") + 4) >= 4:
+            # The head and the body's first bytes, parsed apart: where the final head ends there, the body waits
+            # for its reader (drain reads it past the parser; read() hands it to the parser)
+            self._split_head = False
+            self._parse(data[:end])
+            if self.headers_complete and not self.message_complete and not self.body_bytes and self.get_code() >= 200:
+                self._early = (data, end)
+                return
+            data = data[end:]  # an interim 1xx, a head the parser ended elsewhere, no body: as one stream
+            if not data:
+                return
+        self._parse(data)
+
+    def _parse(self, data: bytes | str) -> None:
         try:
             super().feed(data)
         except HTTPParseError:
             self._broken = True
             raise
+
+    def _resume(self) -> None:
+        """Hand the parser the body's first bytes that came with the head: the body is read through it."""
+        if (early := self._early) is None:
+            return
+        self._early = None
+        data, start = early
+        try:
+            if start < len(data):
+                self._parse(data[start:])
+        except BaseException:
+            self.release()  # as geventhttpclient's read() does: a half-read connection is not reused
+            raise
+
+    def read(self, length: int | None = None) -> bytes:
+        self._resume()
+        return super().read(length)
+
+    def readline(self, sep: bytes = b"\r\n") -> bytes:
+        self._resume()
+        return super().readline(sep)
 
     def should_close(self) -> bool:
         return self._broken or super().should_close()
@@ -241,6 +297,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
         copies of a body that is only counted. `chunk` bytes are asked of each recv; every `every`
         receives the deadline is checked and the other users run (a fast sender never lets a recv block).
         """
+        if self._early is not None and (length := self._framing()) is not None:
+            return self._pump(length, head, every)
+        self._resume()
         buffered = self._body_buffer  # what came with the head: kept up to `head`, then dropped
         self.kept_head = bytearray(buffered[:head])
         self._head_wanted = head
@@ -265,6 +324,118 @@ class BoundedResponse(HTTPSocketPoolResponse):
             super()._on_body(buf)
         elif (missing := self._head_wanted - len(self.kept_head)) > 0:
             self.kept_head += buf[:missing]
+
+    def _framing(self) -> int | None:
+        """The body's length where the drain reads it itself: its Content-Length, or -1 for chunked; None for
+        any other framing (several codings, both headers, a length that is not a number): the parser reads it."""
+        index = self._headers_index
+        coding, length = index.get("transfer-encoding"), index.get("content-length")
+        if length is None and isinstance(coding, str) and coding.strip().lower() == "chunked":
+            return -1
+        if coding is None and isinstance(length, str) and length.isascii() and length.isdigit():
+            return int(length)
+        return None
+
+    def _pump(self, length: int, head: int, every: int) -> bytes:
+        """drain, reading the body past the parser: each receive into one buffer of the process's (PUMP_BYTES, no
+        allocation), its bytes counted where they are, only the chunked framing looked at (the size lines, the
+        CRLF after each chunk's data, the trailers, bounded like the head). The parser's receive of 64 KiB
+        allocated a bytes object, and handed each piece of data to Python in a bytearray of its own: two
+        copies and a Python call a piece, for bytes only counted.
+
+        `length`: the Content-Length, or -1 for chunked. Bytes after the end in the same receive are a second
+        response (CRLFs aside, which the parser skips too); a close before the end is a truncated body. The buffer
+        is shared: what it holds is used before the next yield to the hub."""
+        assert self._early is not None
+        source: bytes | bytearray
+        source, at = self._early
+        self._early = None
+        end = len(source)
+        kept = self.kept_head = bytearray()
+        chunked = length < 0
+        state, left = (_SIZE, 0) if chunked else (_DATA, length)
+        line = bytearray()  # chunked: the framing line as far as it came
+        reads = 0
+        try:
+            while True:
+                while at < end:
+                    if state == _DATA:
+                        take = min(left, end - at)
+                        self.body_bytes += take
+                        if (missing := head - len(kept)) > 0:
+                            kept += memoryview(source)[at : at + min(take, missing)]
+                        at += take
+                        left -= take
+                        if not left:
+                            state = _CRLF if chunked else _DONE
+                        continue
+                    if state == _DONE:
+                        break
+                    newline = source.find(b"\n", at, end)
+                    stop = end if newline < 0 else newline + 1
+                    line += memoryview(source)[at:stop]
+                    at = stop
+                    if len(line) > CHUNK_LINE_LIMIT:
+                        raise HTTPParseError(f"chunk framing line longer than {CHUNK_LINE_LIMIT} bytes")
+                    if newline >= 0:
+                        state, left = self._framed(state, line)
+                        line.clear()
+                if state == _DONE:
+                    if source[at:end].strip(b"\r\n"):
+                        raise ProtocolError(SECOND_RESPONSE)
+                    break
+                if (sock := self._sock) is None:
+                    raise HTTPConnectionClosed("connection closed.")
+                reads += 1
+                if reads % every == 0:  # a fast sender never lets a recv block: let the other users run
+                    gevent.idle()
+                received = sock.recv_into(_PUMPED)
+                self.wire_bytes += received
+                self._exchange.check_deadline()
+                if not received:
+                    raise HTTPParseError("Incomplete body: the connection closed before its end")
+                source, at, end = _PUMPED, 0, received
+        except HTTPParseError:
+            self._broken = True
+            self.release()
+            raise
+        except BaseException:
+            self.release()
+            raise
+        self._on_message_complete()  # marks the message complete and gives the socket back to the pool
+        return bytes(kept)
+
+    def _framed(self, state: int, line: bytearray) -> tuple[int, int]:
+        """The chunked body's next state after one framing line (CRLF included), and the data bytes it announces."""
+        if not line.endswith(b"\r\n"):
+            raise HTTPParseError("Expected CRLF at the end of a chunk framing line")
+        text = bytes(line[:-2])
+        if state == _SIZE:
+            digits = text.split(b";", 1)[0]  # chunk extensions are ignored
+            if not 0 < len(digits) <= 16 or digits.strip(_HEX):
+                raise HTTPParseError("Invalid character in chunk size")
+            size = int(digits, 16)
+            return (_DATA, size) if size else (_TRAILER, 0)
+        if state == _CRLF:
+            if text:
+                raise HTTPParseError("Expected CRLF after chunk data")
+            return _SIZE, 0
+        if not text:  # the empty line after the last chunk and its trailers
+            return _DONE, 0
+        self._count_head(len(line))  # trailers are head: bounded as it is
+        return _TRAILER, 0
+
+
+PUMP_BYTES = 256 * 1024
+"""Bytes asked of each receive of a drained body (BoundedResponse._pump), into one buffer of the process's: a
+256 KiB answer in one or two receives, and no allocation per receive (a fresh 256 KiB bytes object a read made
+glibc give memory back and take it again, engine/body.py's CHUNK)."""
+_PUMPED = bytearray(PUMP_BYTES)
+CHUNK_LINE_LIMIT = 4096
+"""The longest chunk size line (extensions included) or trailer line of a drained chunked body."""
+_SIZE, _DATA, _CRLF, _TRAILER, _DONE = range(5)
+"""Where a drained body is: at a chunk size line, in data, at the CRLF after a chunk's data, in the trailers, over."""
+_HEX = b"0123456789abcdefABCDEF"
 
 
 GATHER_FROM_BYTES = 64 * 1024
@@ -416,8 +587,13 @@ class EngineClientPool(HTTPClientPool):
     def __init__(self, exchange: Exchange, **kw: Any) -> None:
         super().__init__(**kw)
         self.exchange = exchange
+        self._last: tuple[URL, HTTPClient] | None = None
+        """The URL object last asked for and its client: the engine asks with its Target's own URL every request,
+        whose host and port (urllib's netloc parsing, twice) cost more than anything else in picking the client."""
 
     def get_client(self, url: str | URL) -> HTTPClient:
+        if (last := self._last) is not None and last[0] is url:
+            return last[1]
         if not isinstance(url, URL):
             url = URL(url)
         key = url.host, url.port
@@ -425,7 +601,12 @@ class EngineClientPool(HTTPClientPool):
         if client is None:
             client = self.clients[key] = EngineClient.from_url(url, **self.client_args)
             client.exchange = self.exchange  # type: ignore[attr-defined]  # from_url makes a cls, typed HTTPClient
+        self._last = (url, client)
         return client
+
+    def close(self) -> None:
+        self._last = None
+        super().close()
 
 
 def install(agent: Any, exchange: Exchange, block_size: int) -> EngineClientPool:
@@ -478,10 +659,10 @@ def aim(agent: Any, base_url: str, path: str, headers: dict[str, str], basic_aut
 
 def _followed(response: HTTPSocketPoolResponse) -> str | None:
     """The Location of a redirect that is followed, or None."""
+    if response.status_code not in FOLLOWED_REDIRECTS:  # before the header: a lookup every request saved
+        return None
     location = response.get("location")
-    if response.status_code in FOLLOWED_REDIRECTS and isinstance(location, str) and location:
-        return location
-    return None
+    return location if isinstance(location, str) and location else None
 
 
 def send(pool: HTTPClientPool, target: Target, body: bytes) -> FastResponse:

@@ -230,7 +230,11 @@ class EndpointUser(FastHttpUser):
         exchange = self._exchange
         form = plan.form
         exchange.begin(
-            deadline, plan.settings.request_timeout, req.sequences * form.head_allowance, form.head_allowance_why
+            deadline,
+            plan.settings.request_timeout,
+            req.sequences * form.head_allowance,
+            form.head_allowance_why,
+            not form.keeps_body,
         )
         start_time = time()  # the event's wall-clock start, as FastHttpSession gives it
         start = perf_counter()
