@@ -54,7 +54,7 @@ def test_the_web_ui_shows_the_tabs_in_their_order_with_their_rows(monkeypatch):
     finally:
         page_events.web_ui_tabs.remove_listener(first)
     keys = [tab["key"] for tab in web_ui.template_args["extended_tabs"]]
-    assert keys == ["first", "pooling", "server_metrics", "server_reconciliation", "client_load", "capacity"]
+    assert keys == ["first", "pooling", "server_metrics", "server_reconciliation", "client_load", "capacity", "ab"]
     table = web_ui.template_args["extended_tables"][0]
     assert table == {
         "key": "first",

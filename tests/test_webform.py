@@ -168,8 +168,10 @@ def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_
         ("3000", "Sweep"),
         ("4000", "Capacity"),
         ("5000", "Checks"),
-        ("6000", "Server metrics"),
-        ("7000", "Prometheus"),
+        ("6000", "A/B"),
+        ("7000", "Cost"),
+        ("8000", "Server metrics"),
+        ("9000", "Prometheus"),
     ]
     assert ">Highest p95 response time, ms<" in dom and "Check P9 5Ms" not in dom
     assert (
