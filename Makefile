@@ -47,11 +47,13 @@ docs: $(STAMP)
 # uses a tenth of a core or so, waiting on its run's length), then those also marked `alone`, one at a time: a
 # capacity search beside another test starved its open loop's scheduler and its verdict named the server. Each
 # part runs whatever the others' outcome; the target fails if any did. `make test` and `make test-floor` run the
-# same tests.
+# same tests. Each pytest process rewrites every test module's asserts as it collects (10 s of CPU for the suite):
+# the rewritten modules are cached in __pycache__, so PYTHONDONTWRITEBYTECODE (set on some machines) would have
+# every worker of every part pay it again.
 TEST_WORKERS ?= 6
 TIMING_WORKERS ?= 2
 define run_suite
-	status=0; \
+	status=0; unset PYTHONDONTWRITEBYTECODE; \
 	$(1) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not real and not timing' || status=1; \
 	$(1) -m pytest -q -n $(TIMING_WORKERS) --dist worksteal -m 'timing and not alone and not real' || status=1; \
 	$(1) -m pytest -q -p no:xdist -m 'timing and alone and not real' || status=1; \

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gzip
 import itertools
 import json
@@ -233,13 +234,18 @@ def test_a_custom_request_after_a_measured_one_inherits_no_deadline():
             resp.success()
 
 
-BOMB = gzip_of_zeros(1 << 30)
-"""1 GiB of zeros in about 1 MB of gzip."""
+@functools.cache
+def gzip_bomb() -> bytes:
+    """1 GiB of zeros in about 1 MB of gzip: made when a test first asks (4 s of CPU), not at import, where every
+    xdist worker's collection paid it."""
+    return gzip_of_zeros(1 << 30)
 
 
 def test_a_gzip_bomb_json_answer_stops_at_max_body_mb_of_inflated_bytes():
+    wire = gzip_bomb()
+
     def bomb(sock: socket.socket) -> None:
-        sock.sendall(response(200, BOMB, [("Content-Encoding", "gzip")]))
+        sock.sendall(response(200, wire, [("Content-Encoding", "gzip")]))
 
     with HostileServer(then_valid(bomb)) as server, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, server.url, *ONE_INPUT, "--max-body-mb", "16")
@@ -250,14 +256,16 @@ def test_a_gzip_bomb_json_answer_stops_at_max_body_mb_of_inflated_bytes():
 
 
 def test_an_error_body_is_bounded_by_its_inflated_size():
+    wire = gzip_bomb()
+
     def bomb(sock: socket.socket) -> None:
-        sock.sendall(response(503, BOMB, [("Content-Encoding", "gzip")], content_type="text/plain"))
+        sock.sendall(response(503, wire, [("Content-Encoding", "gzip")], content_type="text/plain"))
 
     with HostileServer(then_valid(bomb)) as server, peak_rss_growth() as rss:
         run = Run(EmbeddingsUser, server.url, *ONE_INPUT)
         event = run.one()
         assert failure_text(event).startswith("HTTP 503: ") and len(failure_text(event)) < 400
-        assert event["response_length"] < len(BOMB), "the error body is left unread past its limit"
+        assert event["response_length"] < len(wire), "the error body is left unread past its limit"
         assert_next_succeeds(run)
     assert rss["mb"] < 30, rss
 
