@@ -17,6 +17,7 @@ import poolbench_locust as pb
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, GROUPS, Option, OptionError, Settings, Span
 from poolbench_locust.options.cli import help_text
+from poolbench_locust.options.parsers import non_negative, positive, ratio
 from tests.support.harness import options
 
 
@@ -178,3 +179,14 @@ def test_a_closed_loop_refuses_what_needs_an_open_loop(flag, message):
     assert not closed.open_loop
     with pytest.raises(OptionError, match=f"^{re.escape(message)}"):
         Settings.from_options(options("--sweep-users", "1,2", flag, "0.5" if "ratio" in flag else "4"))
+
+
+@pytest.mark.parametrize("flag", [o.flag for o in ALL_OPTIONS if o.parse in (non_negative, positive, ratio)])
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e999"])
+def test_a_number_option_refuses_nan_and_infinity_naming_the_option(flag, text):
+    """nan passes every comparison (`nan < 0` is false) and inf is a wait, a length or a price that never ends:
+    each would have gone through to a run that never stops or a report of nan."""
+    typed = options()
+    setattr(typed, BY_FLAG[flag].dest, text)
+    with pytest.raises(OptionError, match=rf"^{re.escape(flag)}: must be a"):
+        Settings.from_options(typed)

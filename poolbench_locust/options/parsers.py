@@ -124,22 +124,15 @@ def non_negative(text: str) -> float:
         value = float(text.removesuffix("s"))
     except (TypeError, ValueError):
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
+    # nan passes every comparison and inf would be a wait or a length that never ends: a number is finite.
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
     return value
 
 
 def positive(text: str) -> float:
     value = non_negative(text)
     if value == 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
-
-
-def finite_positive(text: str) -> float:
-    """A number > 0 that is finite: a price (nan and inf pass `positive`'s comparisons)."""
-    value = positive(text)
-    if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
     return value
 

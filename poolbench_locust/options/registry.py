@@ -34,7 +34,6 @@ from poolbench_locust.options.parsers import (
     dataset,
     extra_body,
     file_name,
-    finite_positive,
     host_url,
     image_size,
     metrics_targets,
@@ -667,7 +666,7 @@ ALL_OPTIONS: tuple[Option, ...] = (
         COST,
         Option(
             "--gpu-hour-cost",
-            finite_positive,
+            positive,
             None,
             "Price of one GPU-hour in USD: the run's cost per 1M input tokens and per 1,000 requests at the "
             "measured throughput (and at the capacity found by --find-capacity).",

@@ -50,7 +50,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--max-header-kb": ("1.5", "must be a whole number >= 1, got '1.5'"),
     "--check-p95-ms": ("fast", "must be a number >= 0, got 'fast'"),
     "--check-fail-ratio": ("2", "must be a ratio from 0 to 1, got 2.0"),
-    "--check-min-tokens-per-s": ("-5", "must be a number >= 0, got -5.0"),
+    "--check-min-tokens-per-s": ("-5", "must be a number >= 0, got '-5'"),
     "--slo": ("e2e=300", "must be KEY=MS pairs separated by commas"),
     "--check-min-goodput": ("many", "must be a number >= 0, got 'many'"),
     "--check-min-cosine": ("1.5", "must be a cosine in (-1, 1], got '1.5'"),
@@ -63,6 +63,6 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--server-metrics": ("ftp://x y", "must be auto, off, or http(s):// URLs separated by commas, got 'ftp://x y'"),
     "--server-metrics-interval": ("0", "must be a number > 0"),
     "--prometheus-port": ("65536", "must be a port number in 1..65535, got 65536"),
-    "--prometheus-linger": ("-1", "must be a number >= 0, got -1.0"),
+    "--prometheus-linger": ("-1", "must be a number >= 0, got '-1'"),
     "--json-result": (" ", "must be a file name, got an empty one"),
 }
