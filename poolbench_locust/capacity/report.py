@@ -160,6 +160,8 @@ class Outcome:
     ended: str | None = None
     """Why the search ended: 'converged', 'client', 'no rate passed', 'every rate passed', 'cut short' (by -t,
     or the run quit) or 'stopped' (the web UI's Stop)."""
+    label: str = ""
+    """Whose capacity the answer is, after its "Capacity": empty for the run's host, " of A (URL)" with --ab-host."""
 
     def best(self) -> Probe | None:
         """The passing probe of the highest rate."""
@@ -187,17 +189,18 @@ class Outcome:
         best, bound = self.best(), self.bound()
         if bound is not None and bound.limited_by == CLIENT:
             return (
-                f"Capacity: not claimed for the server: the client was the limit at {bound.rate:,.1f} requests/s"
+                f"Capacity{self.label}: not claimed for the server: the client was the limit at "
+                f"{bound.rate:,.1f} requests/s"
                 f"{': its users, not its CPU' if bound.client_limit == USERS else ''} "
                 f"({'; '.join(bound.why) or 'it fell behind its schedule'}). {client_lever(bound)}"
                 + (f" The highest rate that passed was {best.rate:,.1f} requests/s." if best is not None else "")
             )
         if best is None:
-            return f"Capacity: no rate met {self.target_attainment * 100:.1f} % within {self.slo}" + (
+            return f"Capacity{self.label}: no rate met {self.target_attainment * 100:.1f} % within {self.slo}" + (
                 f" (the lowest probe, {bound.rate:,.3g} requests/s: {'; '.join(bound.why)})." if bound else "."
             )
         text = (
-            f"Capacity: {best.rate:,.1f} requests/s ({best.per_second(best.sequences):,.0f} inputs/s, "
+            f"Capacity{self.label}: {best.rate:,.1f} requests/s ({best.per_second(best.sequences):,.0f} inputs/s, "
             f"{best.per_second(best.input_tokens):,.0f} input tokens/s) with "
             f"{100 * (best.attainment or 0):.1f} % of requests within {self.slo}; "
         )
@@ -243,8 +246,8 @@ class Outcome:
                 + (answer_cells(probe) if compared else [])
             )
         title = (
-            f"Capacity search (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; E2E in ms; "
-            "Sent Ratio: of the probe's schedule)"
+            f"Capacity search{self.label} (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; "
+            "E2E in ms; Sent Ratio: of the probe's schedule)"
         )
         return [*texttable.wrapped(title, width), *texttable.fitted_lines(cells, width), "", self.answer()]
 
