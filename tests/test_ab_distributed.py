@@ -8,7 +8,7 @@ import pytest
 
 from poolbench_locust.ab import ab_workers
 from poolbench_locust.ab.samples import MAX_KEPT, Samples
-from tests.test_ab import _figure, ab_run
+from tests.support.locust_run import LOAD, run_locust
 
 
 def _worker_samples(paired: bool = False) -> Samples:
@@ -79,7 +79,15 @@ def test_the_master_compares_every_workers_requests(mock_server_factory, tmp_pat
     """Two worker processes, B 15 ms slower to its headers: the master's comparison finds it, and counts every
     request each host's names counted in Locust's own table (the workers' sum)."""
     a, b = mock_server_factory("--ttfb-ms", "10"), mock_server_factory("--ttfb-ms", "25")
-    result = ab_run(a.url, b.url, tmp_path, "--processes", "2", run_time="14s")
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *(*LOAD, "--ab-host", b.url, "--processes", "2"),
+        host=a.url,
+        users=4,
+        run_time="14s",
+        csv=tmp_path / "r",
+        json_result=tmp_path / "r.json",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     doc = result.json()
     assert doc["run"]["runner"] == "master" and doc["run"]["workers"] == 2
@@ -88,7 +96,7 @@ def test_the_master_compares_every_workers_requests(mock_server_factory, tmp_pat
     stats = result.csv()
     for side in "AB":
         assert ab["requests"][side] == int(stats[f"/v1/embeddings [{side}]"]["Request Count"]) > 0
-    p50 = _figure(doc, "p50 E2E")
+    p50 = next(f for f in ab["figures"] if f["figure"] == "p50 E2E")
     assert p50["beyond_noise"] is True and p50["difference"] > 40, p50
     assert (tmp_path / "r_ab.csv").exists()
     assert "A/B: B http://127.0.0.1" in result.stdout + result.stderr

@@ -13,9 +13,9 @@ import re
 import jsonschema
 import pytest
 
+from tests.support.hostile import server_process
 from tests.support.locust_run import result_schema, run_locust
 from tests.support.slots_server import md_n_attainment_rate
-from tests.test_capacity import slots_server
 
 SERVICE_MS, SLO_MS, ATTAINMENT = 50.0, 150.0, 0.95
 A_SLOTS, B_SLOTS = 4, 2
@@ -31,7 +31,9 @@ def test_each_host_gets_its_own_capacity_from_interleaved_probes(tmp_path):
     b_capacity = md_n_attainment_rate(B_SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT)
     assert a_capacity > 2 * b_capacity
     prefix, result = tmp_path / "cap", tmp_path / "cap.json"
-    with slots_server(A_SLOTS, SERVICE_MS) as a, slots_server(B_SLOTS, SERVICE_MS) as b:
+    servers = [{"SLOTS_N": str(n), "SLOTS_SERVICE_MS": f"{SERVICE_MS:g}"} for n in (A_SLOTS, B_SLOTS)]
+    slots = "tests.support.slots_server:slots"
+    with server_process(slots, servers[0]) as a, server_process(slots, servers[1]) as b:
         done = run_locust(
             "locustfiles/embeddings.py",
             *("--find-capacity", "--ab-host", b, "--input-len", "6", "--only-summary", "--server-metrics", "off"),
