@@ -42,6 +42,8 @@ FLUSH_MESSAGE = "poolbench_capacity_flush"
 WORKER_REPORT_INTERVAL) behind the workers' counters."""
 FLUSH_WAIT_S = 0.5
 """How long the master waits for the workers' reports after asking for them."""
+DRAIN_CHECK_S = 0.5
+"""--ab-host: how often the other host's count of requests is read while its requests still in flight end."""
 
 
 def users_of(environment: Environment) -> int:
@@ -83,6 +85,8 @@ class CapacityShape(LoadTestShape):
         """The probe measuring now: its number and target rate (the web UI's Capacity tab shows it)."""
         self.current_side: str | None = None
         """With --ab-host, whose probe measures now ("A" or "B")."""
+        self._last_lane: Lane | None = None
+        """The lane of the probe before: its host's requests still in flight end before the other host's probe."""
 
     @property
     def searches(self) -> Searches:
@@ -192,6 +196,10 @@ class CapacityShape(LoadTestShape):
         if lane.side is not None:  # every scheduled request of this probe to its host alone
             send_route(runner, lane.side)
         runner.send_message(RATE_MESSAGE, rate)
+        if (previous := self._last_lane) is not None and previous is not lane:
+            self._drain(previous)
+            runner.send_message(DROP_DUE_MESSAGE)  # what queued meanwhile is no probe's load
+        self._last_lane = lane
         step = self.settings.sweep_step_time
         while True:
             resets = self._resets
@@ -220,6 +228,23 @@ class CapacityShape(LoadTestShape):
         probe.server_running = server_gauge(self.environment, "running", before.wall, after.wall)
         probe.consistency = compared
         return judge(probe, self.settings)
+
+    def _drain(self, lane: Lane) -> None:
+        """Wait until the other host's requests still in flight have ended (its count of requests stopped
+        growing), at most --request-timeout: an overloaded probe's backlog at that host holds users, and the
+        next probe, of this host, would be measured short of them."""
+        last = lane.outcome.probes[-1] if lane.outcome.probes else None
+        held_s = (last.e2e_p50_ms or 0.0) / 1000 if last is not None else 0.0
+        quiet = max(DRAIN_CHECK_S, 2 * held_s)  # no request of that host ended for twice its usual time
+        deadline = time.monotonic() + self.settings.request_timeout
+        count = self._mark(lane.side).requests
+        still = time.monotonic()
+        while time.monotonic() < deadline:
+            gevent.sleep(DRAIN_CHECK_S)
+            if (now := self._mark(lane.side).requests) != count:
+                count, still = now, time.monotonic()
+            elif time.monotonic() - still >= quiet:
+                return
 
     def label(self, lane: Lane, number: int, rate: float) -> str:
         """The probe's load, as a gate's line names it: "capacity probe 3 (40.0 requests/s)" ("capacity probe

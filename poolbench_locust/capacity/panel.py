@@ -89,10 +89,11 @@ def _e2e_bound(shape: CapacityShape) -> float | None:
 
 def _status(shape: CapacityShape) -> str:
     """What the search is doing, or how it ended: a line, or a line a host and their comparison."""
-    if len(shape.lanes) == 1:
+    ended = all(lane.outcome.ended is not None and lane.outcome.probes for lane in shape.lanes)
+    if len(shape.lanes) == 1 or (not shape.running and not ended):
         return _lane_status(shape, shape.lanes[0])
     lines = "".join(_lane_status(shape, lane) for lane in shape.lanes)
-    if all(lane.outcome.ended is not None for lane in shape.lanes):
+    if ended:
         lines += f"<p><b>{html.escape(comparison(shape.lanes))}</b></p>"
     return lines
 
