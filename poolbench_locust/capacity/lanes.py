@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from poolbench_locust.capacity.repeated import Searches
-from poolbench_locust.capacity.report import CSV_COLUMNS, Outcome, probe_sheet, row
+from poolbench_locust.capacity.report import CSV_COLUMNS, Outcome, probe_sheet, probes_sheet, row
 from poolbench_locust.capacity.search import Search
-from poolbench_locust.charts.figures import sheet
-from poolbench_locust.charts.svg import Series, line_chart, number_label
 from poolbench_locust.options import Settings
 from poolbench_locust.urls import shown_url
 
@@ -170,31 +167,7 @@ def chart(lanes: list[Lane], e2e_bound_ms: float | None) -> str:
     """PREFIX_capacity.svg: the probes' attainment and E2E p99 against their rate; with --ab-host a line a host."""
     if len(lanes) == 1:
         return probe_sheet(lanes[0].outcome, e2e_bound_ms)
-    probed = {lane.side: sorted(lane.outcome.probes, key=lambda p: p.rate) for lane in lanes}
-    every = sorted(p.rate for probes in probed.values() for p in probes)
-    if not every:
-        return ""
-    ends = (every[0], every[-1])
-    target = lanes[0].outcome.target_attainment
-    attainment, latency = [], []
-    for side, probes in probed.items():
-        notes = [f"{side}{p.number}" for p in probes]
-        attainment.append(Series(f"{side} attainment", [(p.rate, 100 * (p.attainment or 0.0)) for p in probes], notes))
-        latency.append(
-            Series(
-                f"{side} E2E p99",
-                [(p.rate, p.e2e_p99_ms if p.e2e_p99_ms is not None else math.nan) for p in probes],
-                notes,
-            )
-        )
-    attainment.append(Series(f"target {100 * target:g} %", [(r, 100 * target) for r in ends]))
-    if e2e_bound_ms is not None:
-        latency.append(Series(f"SLO e2e_ms={e2e_bound_ms:g}", [(r, e2e_bound_ms) for r in ends]))
-    x_label = "target requests/s; points: host and probe #"
-    charts = [
-        line_chart(
-            "Capacity: attainment", attainment, y_unit="%", x_label=x_label, x_format=number_label, markers=True
-        ),
-        line_chart("Capacity: E2E p99", latency, y_unit="ms", x_label=x_label, x_format=number_label, markers=True),
-    ]
-    return sheet(f"Capacity search of each host: {100 * target:g} % within {lanes[0].outcome.slo}", charts)
+    first = lanes[0].outcome
+    title = f"Capacity search of each host: {100 * first.target_attainment:g} % within {first.slo}"
+    groups = [(lane.side or "", lane.outcome.probes) for lane in lanes]
+    return probes_sheet(title, groups, first.target_attainment, e2e_bound_ms)
