@@ -18,7 +18,7 @@ from poolbench_locust import (
     start_checks,
     stop_timeout,
 )
-from poolbench_locust.ab import ab_checks, ab_report
+from poolbench_locust.ab import ab_checks, ab_report, ab_workers
 from poolbench_locust.capacity import capacity_shape, capacity_tab
 from poolbench_locust.charts import chart_tabs
 from poolbench_locust.consistency import consistency_report
@@ -97,6 +97,7 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     cost_report.setup(events, results)
     # --ab-host: B's figures against A's, after the price lines in the console.
     ab_report.setup(events, pages, results)
+    ab_workers.setup(events)  # a distributed run's comparison: each worker's requests shipped to the master
 
 
 setup(locust_events, page_events, result_events)

@@ -17,9 +17,9 @@ from locust.event import Events
 
 from poolbench_locust.capacity import panel
 from poolbench_locust.capacity.capacity_shape import CapacityShape
+from poolbench_locust.capacity.lanes import Lane
 from poolbench_locust.capacity.probes import Probe
 from poolbench_locust.capacity.report import Outcome
-from poolbench_locust.capacity.search import Search
 from poolbench_locust.locust_pages import column_key
 from poolbench_locust.options import BY_FLAG, Settings
 from poolbench_locust.options.values import Slo
@@ -181,9 +181,10 @@ class FakeShape(CapacityShape):
 
     def __init__(self, outcome: Outcome) -> None:  # no Locust environment, no runner
         self.settings = Settings(slo=Slo(e2e_ms=60.0))
-        self.search = Search(50, 0.05)
-        self.outcome = outcome
-        self.current = (3, 75.0)
+        lane = Lane(None, "", self.settings)
+        lane.searches.outcomes[-1] = lane.outcome = outcome
+        self.lanes = [lane]
+        self.current, self.current_side = (3, 75.0), None
         self._driver = None
         self.done = False
         self._finished = False

@@ -15,7 +15,7 @@ from typing import Any
 
 from locust.env import Environment
 from locust.event import Events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WorkerRunner
 
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.ab.compare import LEVEL, Comparison, compare
@@ -145,7 +145,8 @@ def csv_text(table: list[dict[str, Any]]) -> str:
 
 AB_SCHEMA = {
     "description": "--ab-host: B's figures against A's, each difference with its interval (all of them together "
-    "95 %) and its verdict; null without --ab-host or where no process kept the requests (a distributed run)",
+    "95 %) and its verdict, of every process's requests (a distributed run's workers ship theirs to the master);"
+    " null without --ab-host and in a capacity search (each host's capacity is in `capacity`'s `ab`)",
     "type": ["object", "null"],
     "required": ["a_host", "b_host", "mode", "block", "blocks", "level", "z", "figures", "summary"],
     "properties": {
@@ -155,6 +156,12 @@ AB_SCHEMA = {
         "level": {"type": "number"},
         "z": {"type": "number"},
         "summary": {"type": "string"},
+        "requests": {
+            "description": "Each host's requests in the blocks compared (every one, by second; the pairs kept,"
+            " with --ab-paired), of every process",
+            "type": "object",
+            "properties": {"A": {"type": "integer", "minimum": 0}, "B": {"type": "integer", "minimum": 0}},
+        },
         "figures": {
             "type": "array",
             "items": {
@@ -172,8 +179,10 @@ def ab_fields(environment: Environment) -> dict[str, Any]:
     if state is None or not state.listening:
         return {"ab": None}
     found = state.comparison()
+    blocks = state.samples.blocks()
     return {
         "ab": {
+            "requests": {side: sum(b.side(side).requests for b in blocks) for side in ("A", "B")},
             "a_host": state.a_host,
             "b_host": state.b_host,
             "mode": "paired" if found.paired else "alternate",
@@ -191,7 +200,9 @@ def _start(environment: Environment) -> None:
     """Each run: listen to its requests if it is an A/B run (the web form may have made it one, or not)."""
     state = state_of(environment)
     settings = _settings(environment)
-    wanted = settings is not None and settings.ab_host is not None and not isinstance(environment.runner, MasterRunner)
+    # A capacity search probes each host alone at rates of its own (capacity/lanes.py compares their capacities):
+    # its seconds hold one host's requests each, nothing to compare second by second.
+    wanted = settings is not None and settings.ab_host is not None and not settings.find_capacity
     request = environment.events.request
     if state.listening and not wanted and state.on_request is not None:
         request.remove_listener(state.on_request)
@@ -217,16 +228,13 @@ def _start(environment: Environment) -> None:
 
 
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
-    if runner is None or isinstance(runner, WorkerRunner):
+    if runner is None:
         return
     events = environment.events
+    # A worker keeps its requests too, and ships them to the master (ab_workers.py), which compares them all.
     events.test_start.add_listener(lambda **_: _start(environment))
     events.reset_stats.add_listener(lambda **_: state_of(environment).samples.clear())
-    if isinstance(runner, MasterRunner):
-        if (s := _settings(environment)) is not None and s.ab_host:
-            logger.warning(
-                "--ab-host: the comparison is made by a run of one process; each host's figures are in the tables"
-            )
+    if isinstance(runner, WorkerRunner):
         return
     if web_ui is not None:
 

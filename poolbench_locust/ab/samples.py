@@ -118,14 +118,7 @@ class Samples:
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
             return
-        block = Block(one, other[1]) if side == "A" else Block(other[1], one)
-        self._seen += 1
-        if self._seen % self.stride:
-            return
-        self.pairs.append(block)
-        self._kept += 1
-        if self._kept > MAX_KEPT:
-            self._thin()
+        self.merge_pair(Block(one, other[1]) if side == "A" else Block(other[1], one))
 
     def blocks(self) -> list[Block]:
         """Each second's block in order (a second with no request of either host still counts), or the pairs."""
@@ -144,3 +137,41 @@ class Samples:
 
     def clear(self) -> None:
         self.__init__(self.paired)  # type: ignore[misc]
+
+    def take(self) -> tuple[dict[int, Block], list[Block], float | None, float | None]:
+        """What was kept since the last take (a worker's report: its seconds, its pairs and the first and last
+        start), and start again from none; a pair still waiting for its other answer stays."""
+        taken = self.seconds, self.pairs, self.first, self.last
+        pending = self._pending
+        self.clear()
+        self._pending = pending
+        return taken
+
+    def merge_second(self, second: int, block: Block, first: float, last: float) -> None:
+        """A worker's second (checked by ab_workers.py), added to this one's: its counts whole, its times
+        through the same thinning as this process's own."""
+        self.first = first if self.first is None else min(self.first, first)
+        self.last = last if self.last is None else max(self.last, last)
+        mine = self.seconds.get(second)
+        if mine is None:
+            mine = self.seconds[second] = Block()
+        for name in SIDES:
+            into, given = mine.side(name), block.side(name)
+            into.requests += given.requests
+            into.failures += given.failures
+            into.input_tokens += given.input_tokens
+            # a request's TTFB is kept where its E2E is (a request without headers has none: the lists are
+            # in step but for those)
+            kept = [self._keep() for _ in given.e2e]
+            into.e2e += [v for v, k in zip(given.e2e, kept, strict=True) if k]
+            into.ttfb += [v for v, k in zip(given.ttfb, kept, strict=False) if k]
+
+    def merge_pair(self, block: Block) -> None:
+        """A worker's pair (checked by ab_workers.py), kept as this process's own are."""
+        self._seen += 1
+        if self._seen % self.stride:
+            return
+        self.pairs.append(block)
+        self._kept += 1
+        if self._kept > MAX_KEPT:
+            self._thin()

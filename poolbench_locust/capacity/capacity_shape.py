@@ -16,9 +16,12 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
+from poolbench_locust.capacity import lanes as lanes_
+from poolbench_locust.capacity.host_figures import listen_for_route, send_route
+from poolbench_locust.capacity.lanes import Lane, new_lanes
 from poolbench_locust.capacity.probes import CLIENT, CpuWatch, Mark, Probe, judge, mark, measure, server_gauge
 from poolbench_locust.capacity.repeated import Searches
-from poolbench_locust.capacity.report import Outcome, probe_sheet
+from poolbench_locust.capacity.report import Outcome
 from poolbench_locust.capacity.search import Search
 from poolbench_locust.consistency.state import consistency_of
 from poolbench_locust.lifecycle import exit_early
@@ -39,6 +42,8 @@ FLUSH_MESSAGE = "poolbench_capacity_flush"
 WORKER_REPORT_INTERVAL) behind the workers' counters."""
 FLUSH_WAIT_S = 0.5
 """How long the master waits for the workers' reports after asking for them."""
+DRAIN_CHECK_S = 0.5
+"""--ab-host: how often the other host's count of requests is read while its requests still in flight end."""
 
 
 def users_of(environment: Environment) -> int:
@@ -71,21 +76,30 @@ class CapacityShape(LoadTestShape):
         self._new_run()
 
     def _new_run(self) -> None:
-        """A start: the first search of the run (--repeat N runs N)."""
+        """A start: the first search of the run (--repeat N runs N), of each host with --ab-host."""
         self._generation += 1
-        self.searches = Searches(self.settings.repeat)
-        self._new_search()
+        self.lanes: list[Lane] = new_lanes(self.settings, self.environment.host)
         self.done = False
         self._finished = False
         self.current: tuple[int, float] | None = None
         """The probe measuring now: its number and target rate (the web UI's Capacity tab shows it)."""
+        self.current_side: str | None = None
+        """With --ab-host, whose probe measures now ("A" or "B")."""
+        self._last_lane: Lane | None = None
+        """The lane of the probe before: its host's requests still in flight end before the other host's probe."""
 
-    def _new_search(self) -> None:
-        """The next search, from the start rate: it knows nothing of the one before."""
-        s = self.settings
-        self.search = Search(s.capacity_start_rate, s.capacity_precision)
-        self.outcome = Outcome(str(s.slo), s.capacity_attainment, s.capacity_precision)
-        self.searches.outcomes.append(self.outcome)
+    @property
+    def searches(self) -> Searches:
+        """The searches of the run's host (of A, --host, with --ab-host: each host's are its lane's)."""
+        return self.lanes[0].searches
+
+    @property
+    def search(self) -> Search:
+        return self.lanes[0].search
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.lanes[0].outcome
 
     def reset_time(self) -> None:
         """A start (Locust calls this before the first tick): a new search, with the options as the web
@@ -130,56 +144,62 @@ class CapacityShape(LoadTestShape):
         # A driver killed by reset_time ends after the new search began (Locust's master calls reset_time
         # again in runner.start, after the first tick spawned this driver): it must not end the new one.
         generation = self._generation
+        lanes = self.lanes
         try:
-            self._search()
-            while not self.searches.over():
-                self._new_search()
-                self._search()
+            while self.get_run_time() < self.settings.warmup:
+                gevent.sleep(0.2)
+            # The lanes take turns, a probe each: with --ab-host A's probe, then B's, then A's next, each its own
+            # search's; a lane whose searches are over gives its turns to the other.
+            turn = 0
+            while not all(lane.done for lane in lanes):
+                lane = lanes[turn % len(lanes)]
+                turn += 1
+                if (rate := lane.next_rate()) is not None:
+                    self._step(lane, rate)
+            logger.info("Capacity search over: the run ends")
         except Exception:  # the driver must end the run, never leave it spinning at its last rate
             logger.exception("capacity search")
-            self.outcome.ended = self.outcome.ended or "error"
+            for lane in lanes:
+                lane.outcome.ended = lane.outcome.ended or "error"
         finally:
             if generation == self._generation:
-                self.current = None
+                self.current = self.current_side = None
                 self.done = True
+            if len(lanes) > 1 and self.runner is not None:
+                with contextlib.suppress(Exception):  # the run may be quitting: no process to tell
+                    send_route(self.runner, None)
 
-    def _search(self) -> None:
-        settings = self.settings
-        while self.get_run_time() < settings.warmup:
-            gevent.sleep(0.2)
-        if settings.repeat > 1:
-            logger.info("Capacity search %d of %d", len(self.searches.outcomes), settings.repeat)
-        number = 0
-        while (rate := self.search.next_rate()) is not None:
-            number += 1
-            self.current = (number, rate)
-            probe = self._probe(number, rate)
-            self.current = None
-            self.outcome.probes.append(probe)
-            logger.info(
-                "Capacity probe %d: %.1f requests/s %s (limited by %s)%s",
-                number,
-                rate,
-                "passed" if probe.passed else "failed",
-                probe.limited_by,
-                f": {'; '.join(probe.why)}" if probe.why else "",
-            )
-            self.search.record(rate, probe.passed)
-            if not probe.passed and probe.limited_by == CLIENT:
-                self.outcome.ended = "client"
-                break
-        else:
-            if self.search.converged():
-                self.outcome.ended = "converged"
-            else:
-                self.outcome.ended = "no rate passed" if self.search.passed is None else "every rate passed"
-        last = self.searches.over()
-        logger.info("Capacity search over after %d probes (%s)%s", number, self.outcome.ended, ": the run ends" * last)
+    def _step(self, lane: Lane, rate: float) -> None:
+        """One probe of the lane's search at `rate`, and its verdict recorded."""
+        lane.number += 1
+        number = lane.number
+        self.current, self.current_side = (number, rate), lane.side
+        probe = self._probe(lane, number, rate)
+        self.current = self.current_side = None
+        lane.outcome.probes.append(probe)
+        logger.info(
+            "Capacity probe %s%d: %.1f requests/s %s (limited by %s)%s",
+            lane.prefix,
+            number,
+            rate,
+            "passed" if probe.passed else "failed",
+            probe.limited_by,
+            f": {'; '.join(probe.why)}" if probe.why else "",
+        )
+        lane.search.record(rate, probe.passed)
+        if not probe.passed and probe.limited_by == CLIENT:
+            lane.outcome.ended = "client"
 
-    def _probe(self, number: int, rate: float) -> Probe:
+    def _probe(self, lane: Lane, number: int, rate: float) -> Probe:
         runner = self.runner
         assert runner is not None
+        if lane.side is not None:  # every scheduled request of this probe to its host alone
+            send_route(runner, lane.side)
         runner.send_message(RATE_MESSAGE, rate)
+        if (previous := self._last_lane) is not None and previous is not lane:
+            self._drain(previous)
+            runner.send_message(DROP_DUE_MESSAGE)  # what queued meanwhile is no probe's load
+        self._last_lane = lane
         step = self.settings.sweep_step_time
         while True:
             resets = self._resets
@@ -187,16 +207,16 @@ class CapacityShape(LoadTestShape):
             cpu = None if isinstance(runner, MasterRunner) else CpuWatch()
             if cpu is not None:
                 cpu.start()
-            before = self._mark()
+            before = self._mark(lane.side)
             # The answers compared from now are this probe's, as its counters' differences are: the settle
             # period's are in no probe's window (the workers' reports were flushed into the mark's figures).
-            consistency_of(self.environment).open_window(self.label(number, rate))
+            consistency_of(self.environment).open_window(self.label(lane, number, rate))
             end = time.monotonic() + step
             while (left := end - time.monotonic()) > 0:
                 gevent.sleep(min(1.0, left))
                 if cpu is not None:
                     cpu.tick()
-            after = self._mark()
+            after = self._mark(lane.side)
             compared = consistency_of(self.environment).close_window()
             if resets == self._resets:
                 break
@@ -209,19 +229,38 @@ class CapacityShape(LoadTestShape):
         probe.consistency = compared
         return judge(probe, self.settings)
 
-    def label(self, number: int, rate: float) -> str:
-        """The probe's load, as a gate's line names it: "capacity probe 3 (40.0 requests/s)"."""
-        search = f"search {len(self.searches.outcomes)}, " if self.settings.repeat > 1 else ""
-        return f"{search}capacity probe {number} ({rate:,.1f} requests/s)"
+    def _drain(self, lane: Lane) -> None:
+        """Wait until the other host's requests still in flight have ended (its count of requests stopped
+        growing), at most --request-timeout: an overloaded probe's backlog at that host holds users, and the
+        next probe, of this host, would be measured short of them."""
+        last = lane.outcome.probes[-1] if lane.outcome.probes else None
+        held_s = (last.e2e_p50_ms or 0.0) / 1000 if last is not None else 0.0
+        quiet = max(DRAIN_CHECK_S, 2 * held_s)  # no request of that host ended for twice its usual time
+        deadline = time.monotonic() + self.settings.request_timeout
+        count = self._mark(lane.side).requests
+        still = time.monotonic()
+        while time.monotonic() < deadline:
+            gevent.sleep(DRAIN_CHECK_S)
+            if (now := self._mark(lane.side).requests) != count:
+                count, still = now, time.monotonic()
+            elif time.monotonic() - still >= quiet:
+                return
 
-    def _mark(self) -> Mark:
-        """The run's counters now; on a master, once the workers' reports asked for now are in."""
+    def label(self, lane: Lane, number: int, rate: float) -> str:
+        """The probe's load, as a gate's line names it: "capacity probe 3 (40.0 requests/s)" ("capacity probe
+        A3" with --ab-host)."""
+        search = f"search {len(lane.searches.outcomes)}, " if self.settings.repeat > 1 else ""
+        return f"{search}capacity probe {lane.prefix}{number} ({rate:,.1f} requests/s)"
+
+    def _mark(self, side: str | None = None) -> Mark:
+        """The run's counters now (one host's, with `side`); on a master, once the workers' reports asked for
+        now are in."""
         at = time.monotonic()
         runner = self.runner
         if isinstance(runner, MasterRunner):
             runner.send_message(FLUSH_MESSAGE)
             gevent.sleep(FLUSH_WAIT_S)
-        return mark(self.environment, at)
+        return mark(self.environment, at, side)
 
     def finish(self, ended: str = "cut short") -> None:
         """The run is ending (the search ended it, -t, the web UI's Stop): stop the driver, once; a search
@@ -231,12 +270,9 @@ class CapacityShape(LoadTestShape):
         self._finished = True
         if self._driver is not None and not self._driver.dead:
             self._driver.kill(block=False)
-        self.current = None
-        if self.outcome.ended is None and self.outcome.probes:
-            self.outcome.ended = ended
-        if not self.outcome.probes and len(self.searches.outcomes) > 1:  # ended before its first probe
-            self.searches.outcomes.pop()
-            self.outcome = self.searches.outcomes[-1]
+        self.current = self.current_side = None
+        for lane in self.lanes:
+            lane.finish(ended)
 
 
 def shape_of(environment: Environment) -> CapacityShape | None:
@@ -249,6 +285,12 @@ def capacity_of(environment: Environment) -> Outcome | None:
     """The run's capacity search, or None when the run is none."""
     shape = shape_of(environment)
     return None if shape is None else shape.outcome
+
+
+def lanes_of(environment: Environment) -> list[Lane] | None:
+    """The run's capacity searches, a lane a host (one without --ab-host), or None when the run searched none."""
+    shape = shape_of(environment)
+    return None if shape is None else shape.lanes
 
 
 def searches_of(environment: Environment) -> Searches | None:
@@ -279,14 +321,14 @@ def _finish(environment: Environment) -> None:
     if (shape := shape_of(environment)) is None:
         return
     shape.finish()
-    searches, slo = shape.searches, shape.settings.slo
+    slo = shape.settings.slo
     prefix = locust_options(environment).csv_prefix
     if prefix:
-        searches.write_csv(f"{prefix}_capacity.csv")
-        if image := probe_sheet(shape.outcome, slo.e2e_ms if slo else None):
+        lanes_.write_csv(shape.lanes, f"{prefix}_capacity.csv")
+        if image := lanes_.chart(shape.lanes, slo.e2e_ms if slo else None):
             with open(f"{prefix}_capacity.svg", "w") as f:
                 f.write(image)
-    if searches.failed() and environment.process_exit_code in (None, 0):
+    if lanes_.failed(shape.lanes) and environment.process_exit_code in (None, 0):
         environment.process_exit_code = EXIT_CODE
 
 
@@ -294,15 +336,18 @@ def _summary(environment: Environment) -> None:
     if (shape := shape_of(environment)) is None:
         return
     width = settings_of(environment).console_width
-    for line in shape.searches.console_lines(width):  # after the pooling and client load tables
+    for line in lanes_.console_lines(shape.lanes, width):  # after the pooling and client load tables
         console.info(line)
-    if failed := next((o for o in shape.searches.outcomes if o.failed()), None):
-        logger.error("Check failed: --find-capacity: %s", failed.answer())
+    for lane in shape.lanes:  # the first search of each host that claimed no capacity
+        if failed := next(iter(lanes_.failed([lane])), None):
+            logger.error("Check failed: --find-capacity: %s", failed.answer())
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     if runner is None:
         return
+    if not isinstance(runner, MasterRunner):
+        listen_for_route(environment, runner)  # --ab-host: a probe's requests to its host alone
     if isinstance(runner, WorkerRunner):
         # Locust's own report (its stats, the pooling stats, the pacing figures), sent now, not in up to 3 s.
         # Registered with or without --find-capacity: the web UI's form may start a search.

@@ -14,10 +14,10 @@ from locust.env import Environment
 from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, WorkerRunner
 
-from poolbench_locust.capacity import panel
-from poolbench_locust.capacity.capacity_shape import install, searches_of, shape_of, uninstall
+from poolbench_locust.capacity import lanes, panel
+from poolbench_locust.capacity.capacity_shape import install, lanes_of, searches_of, shape_of, uninstall
 from poolbench_locust.capacity.probes import USERS_BUSY_SHARE
-from poolbench_locust.capacity.report import CSV_COLUMNS, row
+from poolbench_locust.capacity.report import CSV_COLUMNS
 from poolbench_locust.consistency.state import WINDOW_SCHEMA
 from poolbench_locust.json_sections import (
     CAPACITY_JSON,
@@ -82,8 +82,8 @@ def _install_web_ui(environment: Environment, web_ui: Any) -> None:
 
     def capacity_csv() -> Response:
         shape = shape_of(environment)
-        probes = [] if shape is None else shape.outcome.probes
-        return csv_download(csv_text([row(p) for p in probes], CSV_COLUMNS), "capacity")
+        columns, rows = (list(CSV_COLUMNS), []) if shape is None else lanes.csv_table(shape.lanes)
+        return csv_download(csv_text(rows, columns), "capacity")
 
     add_route(environment, "/capacity/state", capacity_state)
     add_route(environment, "/capacity/panel", capacity_panel)
@@ -225,6 +225,19 @@ CAPACITY_SCHEMA = {
                     "type": ["array", "null"],
                 },
                 "probes": {"type": "array", "items": PROBE_SCHEMA},
+                "ab": {
+                    "description": "--ab-host: each host's own search (A's is also the keys above), their probes"
+                    " interleaved; B's capacity against A's in % of A's (null unless both claimed one); null"
+                    " without --ab-host.",
+                    "type": ["object", "null"],
+                    "required": ["A", "B", "b_against_a_percent", "answer"],
+                    "properties": {
+                        "A": {"type": "object", "required": ["host", "requests_per_s", "limited_by", "probes"]},
+                        "B": {"type": "object", "required": ["host", "requests_per_s", "limited_by", "probes"]},
+                        "b_against_a_percent": {"type": ["number", "null"]},
+                        "answer": {"type": "string"},
+                    },
+                },
             },
         },
     ],
@@ -233,8 +246,8 @@ CAPACITY_SCHEMA = {
 
 def capacity_fields(environment: Environment) -> dict[str, Any]:
     """The JSON result's `capacity`: the answer and its probes, or None when the run searched none."""
-    searches = searches_of(environment)
-    return {"capacity": None if searches is None or not searches.outcomes else searches.as_dict()}
+    found = lanes_of(environment)
+    return {"capacity": None if not found or not found[0].searches.outcomes else lanes.as_dict(found)}
 
 
 def repeated_search_fields(environment: Environment) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from typing import Any
 
 from poolbench_locust import htmltables
 from poolbench_locust.capacity.capacity_shape import CapacityShape
-from poolbench_locust.capacity.report import Outcome, probe_sheet, row
+from poolbench_locust.capacity.lanes import Lane, as_dict, chart, comparison
+from poolbench_locust.capacity.report import row
 
 TAB_HEADER = (
     "Probe",
@@ -35,10 +36,28 @@ HOW_TO_START = (
 
 
 def rows(shape: CapacityShape | None) -> list[dict[str, Any]]:
-    """One row a probe that has ended, as PREFIX_capacity.csv has it, in the tab's columns."""
+    """One row a probe that has ended, as PREFIX_capacity.csv has it, in the tab's columns; with --ab-host the
+    probe's host before its number ("B 3")."""
     if shape is None:
         return []
-    return [{c: row(p)[c] for c in TAB_HEADER} for p in shape.outcome.probes]
+    found = []
+    for lane in shape.lanes:
+        for p in lane.outcome.probes:
+            cells = {c: row(p)[c] for c in TAB_HEADER}
+            if lane.side is not None:
+                cells["Probe"] = f"{lane.side} {p.number}"
+            found.append(cells)
+    return found
+
+
+def _lane_state(lane: Lane) -> dict[str, Any]:
+    search, outcome = lane.search, lane.outcome
+    return {
+        "bracket": {"passed": search.passed, "failed": search.failed},
+        "ended": outcome.ended,
+        "answer": outcome.answer() if outcome.ended is not None and outcome.probes else None,
+        "search_number": len(lane.searches.outcomes),
+    }
 
 
 def state(shape: CapacityShape | None) -> dict[str, Any]:
@@ -46,20 +65,20 @@ def state(shape: CapacityShape | None) -> dict[str, Any]:
     `answer` is set once the search has ended."""
     if shape is None:
         return {"search": False, "running": False, "how_to_start": HOW_TO_START}
-    outcome, search = shape.outcome, shape.search
-    ended = outcome.ended is not None
     current = shape.current if shape.running else None
+    lanes = shape.lanes
+    hosts = None
+    if len(lanes) > 1:  # --ab-host: each host's own; the run's answer once both ended
+        hosts = {lane.side: {"host": lane.host, **_lane_state(lane)} for lane in lanes}
     return {
         "search": True,
         "running": shape.running,
-        "current": None if current is None else {"probe": current[0], "rate": current[1]},
-        "bracket": {"passed": search.passed, "failed": search.failed},
-        "ended": outcome.ended,
-        "answer": outcome.answer() if ended and outcome.probes else None,
+        "current": None if current is None else {"probe": current[0], "rate": current[1], "host": shape.current_side},
         # --repeat N: which of the N searches runs; `result` then averages the searches so far
-        "search_number": len(shape.searches.outcomes),
+        **_lane_state(lanes[0]),
         "searches_planned": shape.searches.planned,
-        "result": shape.searches.as_dict(),
+        "result": as_dict(lanes),
+        "hosts": hosts,
     }
 
 
@@ -69,16 +88,27 @@ def _e2e_bound(shape: CapacityShape) -> float | None:
 
 
 def _status(shape: CapacityShape) -> str:
-    """One line: what the search is doing, or how it ended."""
-    outcome, search = shape.outcome, shape.search
+    """What the search is doing, or how it ended: a line, or a line a host and their comparison."""
+    ended = all(lane.outcome.ended is not None and lane.outcome.probes for lane in shape.lanes)
+    if len(shape.lanes) == 1 or (not shape.running and not ended):
+        return _lane_status(shape, shape.lanes[0])
+    lines = "".join(_lane_status(shape, lane) for lane in shape.lanes)
+    if ended:
+        lines += f"<p><b>{html.escape(comparison(shape.lanes))}</b></p>"
+    return lines
+
+
+def _lane_status(shape: CapacityShape, lane: Lane) -> str:
+    """One line: what a host's search is doing, or how it ended."""
+    outcome, search = lane.outcome, lane.search
     if outcome.ended is not None and outcome.probes:
         return f"<p><b>{html.escape(outcome.answer())}</b></p>"
     if not shape.running:
         return "<p>No search under way: one starts with the next run.</p>"
-    parts = []
-    if shape.current is not None:
+    parts = [f"Host {lane.side} ({lane.host}):"] if lane.side is not None else []
+    if shape.current is not None and shape.current_side == lane.side:
         number, rate = shape.current
-        parts.append(f"Probe {number}: {rate:,.1f} requests/s, measuring.")
+        parts.append(f"Probe {lane.prefix}{number}: {rate:,.1f} requests/s, measuring.")
     if search.passed is not None and search.failed is not None:
         parts.append(
             f"Bracket: {search.passed:,.1f} requests/s passed, {search.failed:,.1f} requests/s failed "
@@ -99,21 +129,25 @@ def fragment(shape: CapacityShape | None) -> str:
         f"Capacity search: {100 * shape.settings.capacity_attainment:g} % of requests within "
         f"{shape.outcome.slo} (--find-capacity)"
     )
-    return f"<p>{html.escape(title)}</p>" + _status(shape) + probe_sheet(shape.outcome, _e2e_bound(shape))
+    return f"<p>{html.escape(title)}</p>" + _status(shape) + chart(shape.lanes, _e2e_bound(shape))
 
 
 def report_section(shape: CapacityShape | None, section_id: str) -> str:
     """The HTML report's Capacity section, or nothing when the run searched none."""
-    if shape is None or not shape.outcome.probes:
+    if shape is None or not any(lane.outcome.probes for lane in shape.lanes):
         return ""
-    outcome: Outcome = shape.outcome
-    if outcome.ended is not None:
-        status = outcome.answer()
-    else:  # the web UI's report, asked for while the search goes on: no answer yet
-        status = f"The search is under way: {len(outcome.probes)} probes so far."
+    said = []
+    for lane in shape.lanes:
+        outcome = lane.outcome
+        if outcome.ended is not None:
+            said.append(outcome.answer())
+        else:  # the web UI's report, asked for while the search goes on: no answer yet
+            said.append(f"The search{lane.label} is under way: {len(outcome.probes)} probes so far.")
+    if len(shape.lanes) > 1 and all(lane.outcome.ended is not None for lane in shape.lanes):
+        said.append(comparison(shape.lanes))
     body = (
-        f"<p>{html.escape(status)}</p>"
+        "".join(f"<p>{html.escape(text)}</p>" for text in said)
         + htmltables.table(TAB_HEADER, rows(shape))
-        + probe_sheet(outcome, _e2e_bound(shape))
+        + chart(shape.lanes, _e2e_bound(shape))
     )
     return htmltables.section(section_id, "Capacity", body)

@@ -17,10 +17,10 @@ import psutil
 from locust.env import Environment
 from locust.runners import MasterRunner
 
+from poolbench_locust.capacity.host_figures import host_total
 from poolbench_locust.capacity.probe_energy import ProbeEnergy, energy_marks, probe_energy
 from poolbench_locust.consistency.state import TOTAL
 from poolbench_locust.metrics.client_board import board_of
-from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.metrics.histogram import Histogram, difference
 from poolbench_locust.metrics.pacing import (
     BEHIND_RATIO,
@@ -102,8 +102,9 @@ def server_latency_ms(before: Mark, after: Mark) -> float | None:
     return 1000 * total / count if count > 0 and total >= 0 else None
 
 
-def mark(environment: Environment, at: float) -> Mark:
-    total = stats_of(environment).total
+def mark(environment: Environment, at: float, side: str | None = None) -> Mark:
+    """The run's counters now: every request's, or with `side` ("A", "B") one host's (host_figures.py)."""
+    total = host_total(environment, side)
     if isinstance(environment.runner, MasterRunner):
         board = board_of(environment)
         pace = board.total()

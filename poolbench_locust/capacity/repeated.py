@@ -61,16 +61,18 @@ class Searches:
         found = self.intervals()["requests_per_s"]
         if found is None:
             not_claimed = [i + 1 for i, o in enumerate(self.outcomes) if not o.claimed]
+            whose = self.outcomes[0].label
             return (
-                f"Capacity over {len(self.outcomes)} searches: not claimed (search {', '.join(map(str, not_claimed))} "
-                "claimed none: see its answer above)."
+                f"Capacity{whose} over {len(self.outcomes)} searches: not claimed "
+                f"(search {', '.join(map(str, not_claimed))} claimed none: see its answer above)."
             )
         mean, low, high = found
         each = ", ".join(f"{a['requests_per_s']:,.1f}" for a in self.answers())
         limits = {o.limited_by for o in self.outcomes if o.limited_by is not None}
+        whose = self.outcomes[0].label
         return (
-            f"Capacity over {len(self.outcomes)} searches: {mean:,.1f} requests/s (95 % CI {low:,.1f} .. {high:,.1f}; "
-            f"answers {each}); "
+            f"Capacity{whose} over {len(self.outcomes)} searches: {mean:,.1f} requests/s "
+            f"(95 % CI {low:,.1f} .. {high:,.1f}; answers {each}); "
             f"limited by {' and '.join(f'the {x}' for x in sorted(limits)) or 'nothing reached'}."
         )
 

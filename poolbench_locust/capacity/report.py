@@ -160,6 +160,8 @@ class Outcome:
     ended: str | None = None
     """Why the search ended: 'converged', 'client', 'no rate passed', 'every rate passed', 'cut short' (by -t,
     or the run quit) or 'stopped' (the web UI's Stop)."""
+    label: str = ""
+    """Whose capacity the answer is, after its "Capacity": empty for the run's host, " of A (URL)" with --ab-host."""
 
     def best(self) -> Probe | None:
         """The passing probe of the highest rate."""
@@ -187,17 +189,18 @@ class Outcome:
         best, bound = self.best(), self.bound()
         if bound is not None and bound.limited_by == CLIENT:
             return (
-                f"Capacity: not claimed for the server: the client was the limit at {bound.rate:,.1f} requests/s"
+                f"Capacity{self.label}: not claimed for the server: the client was the limit at "
+                f"{bound.rate:,.1f} requests/s"
                 f"{': its users, not its CPU' if bound.client_limit == USERS else ''} "
                 f"({'; '.join(bound.why) or 'it fell behind its schedule'}). {client_lever(bound)}"
                 + (f" The highest rate that passed was {best.rate:,.1f} requests/s." if best is not None else "")
             )
         if best is None:
-            return f"Capacity: no rate met {self.target_attainment * 100:.1f} % within {self.slo}" + (
+            return f"Capacity{self.label}: no rate met {self.target_attainment * 100:.1f} % within {self.slo}" + (
                 f" (the lowest probe, {bound.rate:,.3g} requests/s: {'; '.join(bound.why)})." if bound else "."
             )
         text = (
-            f"Capacity: {best.rate:,.1f} requests/s ({best.per_second(best.sequences):,.0f} inputs/s, "
+            f"Capacity{self.label}: {best.rate:,.1f} requests/s ({best.per_second(best.sequences):,.0f} inputs/s, "
             f"{best.per_second(best.input_tokens):,.0f} input tokens/s) with "
             f"{100 * (best.attainment or 0):.1f} % of requests within {self.slo}; "
         )
@@ -243,8 +246,8 @@ class Outcome:
                 + (answer_cells(probe) if compared else [])
             )
         title = (
-            f"Capacity search (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; E2E in ms; "
-            "Sent Ratio: of the probe's schedule)"
+            f"Capacity search{self.label} (--find-capacity: {100 * self.target_attainment:g} % within {self.slo}; "
+            "E2E in ms; Sent Ratio: of the probe's schedule)"
         )
         return [*texttable.wrapped(title, width), *texttable.fitted_lines(cells, width), "", self.answer()]
 
@@ -304,25 +307,33 @@ class Outcome:
 def probe_sheet(outcome: Outcome, e2e_bound_ms: float | None) -> str:
     """PREFIX_capacity.svg: attainment and E2E p99 against each probe's rate, the target and the SLO's bound
     drawn as lines; each point labelled with its probe's number. Empty without probes."""
-    probes = sorted(outcome.probes, key=lambda p: p.rate)
-    if not probes:
+    title = f"Capacity search: {100 * outcome.target_attainment:g} % within {outcome.slo}"
+    return probes_sheet(title, [("", outcome.probes)], outcome.target_attainment, e2e_bound_ms)
+
+
+def probes_sheet(title: str, groups: list[tuple[str, list[Probe]]], target: float, e2e_bound_ms: float | None) -> str:
+    """The probes' chart: a line of each group's probes (a host's, named by `groups`' labels; one unnamed group
+    for a run of one host), the target and the SLO's bound; each point labelled with its group and number."""
+    probed = [(name, sorted(probes, key=lambda p: p.rate)) for name, probes in groups]
+    every = sorted(p.rate for _, probes in probed for p in probes)
+    if not every:
         return ""
-    rates = (probes[0].rate, probes[-1].rate)
-    notes = [f"#{p.number}" for p in probes]
-    attainment = [
-        Series("attainment", [(p.rate, 100 * (p.attainment or 0.0)) for p in probes], notes),
-        Series(f"target {100 * outcome.target_attainment:g} %", [(r, 100 * outcome.target_attainment) for r in rates]),
-    ]
-    latency = [
-        Series("E2E p99", [(p.rate, p.e2e_p99_ms if p.e2e_p99_ms is not None else math.nan) for p in probes], notes)
-    ]
+    rates = (every[0], every[-1])
+    attainment, latency = [], []
+    for name, probes in probed:
+        notes = [f"{name or '#'}{p.number}" for p in probes]
+        named = f"{name} " if name else ""
+        attainment.append(Series(f"{named}attainment", [(p.rate, 100 * (p.attainment or 0.0)) for p in probes], notes))
+        p99 = [(p.rate, p.e2e_p99_ms if p.e2e_p99_ms is not None else math.nan) for p in probes]
+        latency.append(Series(f"{named}E2E p99", p99, notes))
+    attainment.append(Series(f"target {100 * target:g} %", [(r, 100 * target) for r in rates]))
     if e2e_bound_ms is not None:
         latency.append(Series(f"SLO e2e_ms={e2e_bound_ms:g}", [(r, e2e_bound_ms) for r in rates]))
-    x_label = "target requests/s; points: probe #"
+    x_label = "target requests/s; points: " + ("host and probe #" if len(groups) > 1 else "probe #")
     charts = [
         line_chart(
             "Capacity: attainment", attainment, y_unit="%", x_label=x_label, x_format=number_label, markers=True
         ),
         line_chart("Capacity: E2E p99", latency, y_unit="ms", x_label=x_label, x_format=number_label, markers=True),
     ]
-    return sheet(f"Capacity search: {100 * outcome.target_attainment:g} % within {outcome.slo}", charts)
+    return sheet(title, charts)

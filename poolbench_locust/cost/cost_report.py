@@ -11,7 +11,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust import texttable
-from poolbench_locust.capacity.capacity_shape import capacity_of
+from poolbench_locust.capacity.capacity_shape import lanes_of
 from poolbench_locust.cost.pricing import Throughput, price, row
 from poolbench_locust.engine.ab import MARKS, side_of
 from poolbench_locust.json_sections import INPUTS_JSON, REPEATS_JSON, JsonSection, ResultEvents
@@ -53,6 +53,12 @@ COST_SCHEMA = {
         "measured": _PRICE,
         "capacity": {"oneOf": [{"type": "null"}, _PRICE]},
         "per_host": {"type": ["object", "null"], "additionalProperties": _PRICE},
+        "capacity_per_host": {
+            "description": "--find-capacity with --ab-host: the price at each host's own capacity (null where its"
+            " search claimed none); null without both",
+            "type": ["object", "null"],
+            "additionalProperties": {"oneOf": [{"type": "null"}, _PRICE]},
+        },
         "energy_j_per_1m_input_tokens": {"type": ["number", "null"], "minimum": 0},
     },
 }
@@ -71,14 +77,24 @@ def _measured(stats: PoolingStats, side: str | None = None) -> Throughput:
     return Throughput(ok / seconds, tokens / seconds, "measured")
 
 
+def _capacities(environment: Environment) -> dict[str | None, tuple[Throughput, float | None] | None]:
+    """The capacity found of each host searched (None: the run's only host; "A", "B" with --ab-host), as a
+    throughput, and its probe's energy per 1M input tokens (None: none read); None where none was claimed."""
+    found: dict[str | None, tuple[Throughput, float | None] | None] = {}
+    for lane in lanes_of(environment) or []:
+        outcome = lane.outcome
+        if not outcome.claimed or (best := outcome.best()) is None:
+            found[lane.side] = None
+            continue
+        answer = outcome.as_dict()
+        through = Throughput(answer["requests_per_s"], answer["input_tokens_per_s"], "capacity")
+        found[lane.side] = through, best.energy.energy_j_per_1m_input_tokens
+    return found
+
+
 def _capacity(environment: Environment) -> tuple[Throughput, float | None] | None:
-    """The capacity found, as a throughput, and its probe's energy per 1M input tokens (None: none read)."""
-    outcome = capacity_of(environment)
-    if outcome is None or not outcome.claimed or (best := outcome.best()) is None:
-        return None
-    found = outcome.as_dict()
-    through = Throughput(found["requests_per_s"], found["input_tokens_per_s"], "capacity")
-    return through, best.energy.energy_j_per_1m_input_tokens
+    """The capacity found of the run's only host (none with --ab-host: each host has its own)."""
+    return _capacities(environment).get(None)
 
 
 def _energy(environment: Environment) -> float | None:
@@ -109,6 +125,11 @@ def cost_fields(environment: Environment) -> dict[str, Any]:
     capacity = price(usd, gpus, found[0]) if found is not None else None
     sides = sorted({s for e in stats.entries.values() if (s := side_of(e.name)) is not None})
     per_host = {s: price(usd, gpus, _measured(stats, s)).as_dict() for s in sides} or None
+    at_capacity = {
+        side: None if f is None else price(usd, gpus, f[0]).as_dict()
+        for side, f in _capacities(environment).items()
+        if side
+    }
     headline = capacity or measured
     return {
         "cost": {
@@ -120,6 +141,7 @@ def cost_fields(environment: Environment) -> dict[str, Any]:
             "measured": measured.as_dict(),
             "capacity": capacity.as_dict() if capacity is not None else None,
             "per_host": per_host,
+            "capacity_per_host": at_capacity or None,
             "energy_j_per_1m_input_tokens": found[1]
             if found is not None and found[1] is not None
             else _energy(environment),
@@ -139,8 +161,12 @@ def console_lines(environment: Environment) -> list[str]:
     rows.append(row(measured, "measured throughput", None if found is not None else _energy(environment)))
     for side in sorted({s for e in stats.entries.values() if (s := side_of(e.name)) is not None}):
         rows.append(row(price(usd, gpus, _measured(stats, side)), f"host {MARKS[side].strip()}, its share"))
-    if found is not None:
-        rows.append(row(price(usd, gpus, found[0]), "capacity found", found[1]))
+    for host, at in _capacities(environment).items():
+        label = "capacity found" if host is None else f"host {MARKS[host].strip()}, its capacity found"
+        if at is not None:
+            rows.append(row(price(usd, gpus, at[0]), label, at[1]))
+        elif host is not None:  # a host's search that claimed none says so
+            rows.append([label, "none claimed", "", "", "", ""])
     title = (
         f"Cost (--gpu-hour-cost ${usd:g} x {gpus} GPU{'s' if gpus > 1 else ''} = ${measured.usd_per_hour:g}/hour; "
         "successful requests and their input tokens)"

@@ -9,6 +9,8 @@ import itertools
 from typing import Any
 from urllib.parse import urlsplit
 
+from poolbench_locust.store import Slot
+
 A_MARK = " [A]"
 B_MARK = " [B]"
 MARKS = {"A": A_MARK, "B": B_MARK}
@@ -67,3 +69,27 @@ def twin_class(user_class: type[Any], host: str) -> type[Any]:
         attributes = {"host": host, "ab_side": "B", "abstract": True, "__module__": user_class.__module__}
         twin = _TWINS[user_class, host] = type(user_class.__name__, (user_class,), attributes)
     return twin
+
+
+ROUTE_MESSAGE = "poolbench_ab_route"
+"""A capacity search of each host (capacity/): "A" or "B" sends every scheduled request to that host alone
+(the probe of that host measuring now), None in turn again. Sent by the search's driver to every process."""
+
+
+class Route:
+    """Where this process's A/B users send their scheduled requests: to both in turn (None), or to one host."""
+
+    only: str | None = None
+
+
+_ROUTE = Slot("ab.route", Route)
+
+
+def route_of(environment: Any) -> Route:
+    return _ROUTE.of(environment)
+
+
+def set_route(environment: Any, side: Any) -> None:
+    """The route a message asked for: "A", "B" or None (anything else, from whoever sent it, is ignored)."""
+    if side is None or side in MARKS:
+        route_of(environment).only = side

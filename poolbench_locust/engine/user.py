@@ -24,7 +24,7 @@ from locust.exception import CatchResponseError, StopUser
 
 from poolbench_locust.endpoints.spec import AnswerError, AnswerForm, Endpoint, ParsedAnswer
 from poolbench_locust.engine import answer_checks, failure_messages
-from poolbench_locust.engine.ab import pair_ids, twin_class
+from poolbench_locust.engine.ab import pair_ids, route_of, twin_class
 from poolbench_locust.engine.answer_values import Wanted, answer_values
 from poolbench_locust.engine.body import CHUNK, BadResponse, Body, read_body
 from poolbench_locust.engine.context import RequestContext
@@ -163,6 +163,7 @@ class EndpointUser(FastHttpUser):
             self._ab_paired = self.plan.settings.ab_paired
             self._ab_turn = random.randrange(2)  # half the users begin with B: both hosts see the same load shape
             self._ab_last: PreparedRequest | None = None
+            self._ab_route = route_of(environment)  # a capacity probe of one host sends it every request
 
     def context(self) -> Any:  # Locust's own is untyped, and the event's context merges it into a RequestContext
         return self._context
@@ -193,6 +194,9 @@ class EndpointUser(FastHttpUser):
         hosts get the same inputs); --ab-paired: to both at once, the two requests launched together."""
         twin = self._twin
         assert twin is not None
+        if (only := self._ab_route.only) is not None:
+            (self if only == "A" else twin).measure(req, due=due)
+            return
         if self._ab_paired:
             self._context = twin._context = {"ab_pair": next(pair_ids)}
             other = gevent.spawn(twin.measure, req, due)

@@ -652,7 +652,8 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "A second server, B, measured beside --host (A) on one schedule: each scheduled request goes to A or "
             "B in turn (per user, so both see the same load shape), each host's figures under its request names "
             "marked [A] and [B], and a comparison of B against A, each figure's difference with an interval and "
-            "a verdict (docs/choosing-servers.md).",
+            "a verdict (docs/choosing-servers.md). With --find-capacity: each host's own capacity, their probes "
+            "interleaved.",
             label="Second server B, URL",
         ),
         flag(

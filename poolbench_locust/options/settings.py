@@ -247,17 +247,16 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
 
 def _ab_refused(s: Settings) -> Iterator[OptionError]:
     """--ab-host shares one schedule between two hosts: not a schedule whose every request is its own (a
-    trace), nor figures taken of one host alone (a capacity search, --server-metrics URLs)."""
+        trace), nor figures taken of one host alone (--server-metrics URLs); a capacity search probes each host
+    alone (capacity/lanes.py), never both at once."""
     if s.ab_paired and s.ab_host is None:
         yield OptionError("--ab-paired", "sends each input to both hosts: give --ab-host too")
     if s.ab_host is None:
         return
     if s.trace is not None:
         yield OptionError("--ab-host", "a trace (--dataset trace:) replays each request once: leave one out")
-    if s.find_capacity:
-        yield OptionError(
-            "--ab-host", "a capacity search of each host on one schedule is not built: run --find-capacity on each"
-        )
+    if s.find_capacity and s.ab_paired:
+        yield OptionError("--ab-paired", "--find-capacity probes each host alone, in turn: leave --ab-paired out")
     if s.server_metrics not in ("off", "auto"):
         yield OptionError(
             "--server-metrics",
