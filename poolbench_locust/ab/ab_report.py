@@ -20,6 +20,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.ab.compare import LEVEL, Comparison, compare
 from poolbench_locust.ab.samples import Samples
+from poolbench_locust.consistency.between_hosts import ANSWERS_SCHEMA, answers
 from poolbench_locust.engine.ab import side_of
 from poolbench_locust.json_sections import INPUTS_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
@@ -155,6 +156,7 @@ AB_SCHEMA = {
         "level": {"type": "number"},
         "z": {"type": "number"},
         "summary": {"type": "string"},
+        "answers": ANSWERS_SCHEMA,
         "figures": {
             "type": "array",
             "items": {
@@ -183,6 +185,7 @@ def ab_fields(environment: Environment) -> dict[str, Any]:
             "z": found.z,
             "figures": [r.as_dict() for r in found.rows],
             "summary": found.summary(),
+            "answers": answers(environment),
         }
     }
 

@@ -20,7 +20,7 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
-from poolbench_locust.consistency import consistency_tab, gates, reference_agreement, references
+from poolbench_locust.consistency import between_hosts, consistency_tab, gates, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
 from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, cell, consistency_of
@@ -107,6 +107,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         state.restart()
         if not master:
             sent = take_references(environment)
+            between_hosts.take(environment, worker)  # --ab-host: B's references, compared with A's
             if worker:  # after the master's test_start, where the server metrics' scrape begins: reconciled
                 state.sent.add(sent)
                 state.unshipped_sent.add(sent)
@@ -138,23 +139,27 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     @environment.events.quitting.add_listener
     def write_csv(**_: Any) -> None:
-        if (prefix := locust_options(environment).csv_prefix) and (rows := state.rows()):
+        if (prefix := locust_options(environment).csv_prefix) and (
+            rows := state.rows() + between_hosts.rows(environment)
+        ):
             with open(f"{prefix}_consistency.csv", "w", newline="") as f:
                 f.write(csv_text(rows, HEADER))
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
         width = settings_of(environment).console_width
-        if lines := console_lines(state, width) + reference_agreement.console_lines(environment):
+        between = between_hosts.console_lines(environment, width)
+        if lines := console_lines(state, width) + between + reference_agreement.console_lines(environment):
             for line in lines:
                 console.info(line)
             console.info("")
 
 
 def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
-    if not (rows := consistency_of(environment).rows()):
+    rows, between = consistency_of(environment).rows(), between_hosts.report_html(environment)
+    if not rows and not between:
         return
-    table = htmltables.table(HEADER, rows)
+    table = (htmltables.table(HEADER, rows) if rows else "") + between
     sections.append(
         Section(CONSISTENCY_SECTION, htmltables.section("poolbench-consistency", "Answer consistency", table))
     )
@@ -172,6 +177,7 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     consistency_tab.setup(events)  # the web UI's live table, under the Pooling tab's
     reference_agreement.setup(events)
+    between_hosts.setup(events)  # --ab-host: B's references against A's, shipped by the workers
     gates.setup(events)  # after on_init: the references' listeners first; the gates' start check after start_checks'
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)
