@@ -33,9 +33,9 @@ def _options(**given: object) -> argparse.Namespace:
         ({"ab_host": "127.0.0.1:8001"}, "--ab-host", "must be an http:// or https:// URL"),
         ({"ab_host": "http://b:8000", "dataset": "trace:t.jsonl"}, "--ab-host", "replays each request once"),
         ({"ab_host": "http://b:8000", "find_capacity": True, "slo": "e2e_ms=100"}, "--ab-host", "on each"),
-        ({"ab_host": "http://b:8000", "server_metrics": "http://a:8000/metrics"}, "--server-metrics", "per host"),
+        ({"server_metrics": "B=http://b:8000/metrics"}, "--server-metrics", "give --ab-host"),
     ],
-    ids=["paired without a host", "not a URL", "a trace", "a capacity search", "metrics URLs"],
+    ids=["paired without a host", "not a URL", "a trace", "a capacity search", "a metrics URL of host B"],
 )
 def test_a_bad_value_or_combination_names_the_option(given, option, says):
     with pytest.raises(OptionError) as refused:

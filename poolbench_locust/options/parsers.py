@@ -230,12 +230,16 @@ def _slo_bound(key: str, value: str) -> float:
     return bound
 
 
+HOST_LABELS = ("A=", "B=")
+"""--server-metrics with --ab-host: a URL may say whose it is, A=URL or B=URL."""
+
+
 def metrics_targets(text: str) -> str:
-    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
+    """auto, off, or one or more http(s) URLs of /metrics, separated by commas, each maybe labelled A= or B=."""
     if text in ("auto", "off"):
         return text
     for url in (u.strip() for u in text.split(",")):
-        parts = urlsplit(url)
+        parts = urlsplit(url.removeprefix(HOST_LABELS[0]).removeprefix(HOST_LABELS[1]))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise argparse.ArgumentTypeError(
                 f"must be auto, off, or http(s):// URLs separated by commas, got {shown_url(url)!r}"

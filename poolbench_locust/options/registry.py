@@ -681,8 +681,9 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--server-metrics",
             metrics_targets,
             "auto",
-            "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
-            "off, or URLs separated by commas.",
+            "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers; "
+            "with --ab-host, each host's), off, or URLs separated by commas. With --ab-host each URL is the host's "
+            "whose server it is on, or says whose it is: A=URL, B=URL (docs/server-metrics.md).",
             label="Server metrics URL",
         ),
         Option(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from poolbench_locust.options.parsers import OptionError
+from poolbench_locust.options.parsers import HOST_LABELS, OptionError
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, Option
 from poolbench_locust.options.values import ExtraBody, Slo, Span
 from poolbench_locust.wire import TOKEN_POOLING_TASKS
@@ -247,21 +247,19 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
 
 def _ab_refused(s: Settings) -> Iterator[OptionError]:
     """--ab-host shares one schedule between two hosts: not a schedule whose every request is its own (a
-    trace), nor figures taken of one host alone (a capacity search, --server-metrics URLs)."""
+    trace), nor figures taken of one host alone (a capacity search). Which host each --server-metrics URL
+    is of is checked at start, with --host (servermetrics/hosts.py)."""
     if s.ab_paired and s.ab_host is None:
         yield OptionError("--ab-paired", "sends each input to both hosts: give --ab-host too")
     if s.ab_host is None:
+        if any(u.strip().startswith(HOST_LABELS) for u in s.server_metrics.split(",")):
+            yield OptionError("--server-metrics", "A= and B= say which host of --ab-host a URL is of: give --ab-host")
         return
     if s.trace is not None:
         yield OptionError("--ab-host", "a trace (--dataset trace:) replays each request once: leave one out")
     if s.find_capacity:
         yield OptionError(
             "--ab-host", "a capacity search of each host on one schedule is not built: run --find-capacity on each"
-        )
-    if s.server_metrics not in ("off", "auto"):
-        yield OptionError(
-            "--server-metrics",
-            "with --ab-host, a URL per host is not built: off or auto (which scrapes neither host under --ab-host)",
         )
 
 
