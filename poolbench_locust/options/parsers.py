@@ -144,6 +144,27 @@ def finite_positive(text: str) -> float:
     return value
 
 
+def _per_host(text: str, one: Callable[[str], Any]) -> tuple[Any, ...]:
+    """One value, or one per host of --ab-host, A,B: each parsed by `one`."""
+    values = [v.strip() for v in str(text).split(",")]
+    if len(values) > 2:
+        raise argparse.ArgumentTypeError(f"takes one value, or one per host of --ab-host (A,B), got {text!r}")
+    try:
+        return tuple(one(v) for v in values)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e}; one value, or one per host of --ab-host: A,B") from None
+
+
+def prices(text: str) -> tuple[float, ...]:
+    """A price (finite, > 0), or one per host of --ab-host: A,B."""
+    return _per_host(text, finite_positive)
+
+
+def gpu_counts(text: str) -> tuple[int, ...]:
+    """A whole number >= 1, or one per host of --ab-host: A,B."""
+    return _per_host(text, whole(1))
+
+
 def ratio(text: str) -> float:
     value = non_negative(text)
     if value > 1:

@@ -120,8 +120,8 @@ class Settings:
     ab_host: str | None = None
     ab_paired: bool = False
     # Cost
-    gpu_hour_cost: float | None = None
-    gpus: int = 1
+    gpu_hour_cost: tuple[float, ...] | None = None
+    gpus: tuple[int, ...] = (1,)
     # Server metrics
     server_metrics: str = "auto"
     server_metrics_interval: float = 5.0
@@ -207,8 +207,11 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         )
     if s.check_min_goodput is not None and s.slo is None:
         yield OptionError("--check-min-goodput", "goodput counts the requests that met --slo: give --slo too")
-    if s.gpus != 1 and s.gpu_hour_cost is None:
+    if s.gpus != (1,) and s.gpu_hour_cost is None:
         yield OptionError("--gpus", "prices the GPUs at --gpu-hour-cost: give --gpu-hour-cost too")
+    for flag, values in (("--gpu-hour-cost", s.gpu_hour_cost), ("--gpus", s.gpus)):
+        if values is not None and len(values) > 1 and s.ab_host is None:
+            yield OptionError(flag, "two values are one per host of --ab-host (A,B): give --ab-host, or one value")
     yield from _ab_refused(s)
     if s.check_min_rate_ratio is not None and not s.open_loop:
         yield OptionError(
