@@ -13,6 +13,7 @@ import logging
 
 import pytest
 
+from devsupport.ports import free_port
 from poolbench_locust.consistency.between_hosts import Between, _compare, _merge, summary
 from poolbench_locust.consistency.tally import Tally
 from tests.support.locust_run import CONSISTENCY_ON, LOAD, run_locust
@@ -127,3 +128,32 @@ def test_without_ab_host_there_are_no_answers_between_hosts(mock_server, tmp_pat
     assert result.returncode == 0, result.stderr[-2000:]
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["ab"] is None and "Answers between hosts" not in result.stderr
+
+
+def test_workers_ship_their_comparisons_and_bs_reference_requests(mock_server_factory, tmp_path):
+    """Two processes: each takes both hosts' references and compares them; the master merges the tallies, and
+    reconciles each host's server count with its requests, the workers' reference requests to it included."""
+    a, b = mock_server_factory(), mock_server_factory("--drift-above", "0")
+    port = str(free_port())
+    result = run_locust(
+        "locustfiles/embeddings.py",
+        *LOAD,
+        *("--processes", "2", "--master-bind-port", port, "--master-port", port),
+        *("--ab-host", b.url, "--consistency-rate", "1", "--server-metrics-interval", "1", "--stop-timeout", "5"),
+        host=a.url,
+        users=4,
+        run_time="5s",
+        csv=tmp_path / "r",
+        json_result=tmp_path / "r.json",
+        env=CONSISTENCY_ON,
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {row["Name"]: row for row in csv.DictReader((tmp_path / "r_consistency.csv").open())}
+    between = rows["B against A: total"]
+    assert int(between["compared"]) == 16, rows  # 8 reference inputs, each worker's
+    assert float(between["cosine_min"]) == pytest.approx(DRIFT_COSINE, abs=1e-4)
+    checks = {r["Check"]: r for r in result.json()["server_metrics"]["reconciliation"]}
+    for side, mock in (("A", a), ("B", b)):
+        requests = checks[f"Requests [{side}]"]
+        assert requests["Server"] == mock.stats()["requests"] == requests["Client"], checks
