@@ -30,8 +30,17 @@ from locust.runners import MasterRunner, WorkerRunner
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.consistency.comparing import compare_values
 from poolbench_locust.consistency.references import _references, taking_of
-from poolbench_locust.consistency.state import FIGURES, TOTAL, Sent, cell, consistency_of, figures_of
-from poolbench_locust.consistency.tally import MAX_COUNT, Tally
+from poolbench_locust.consistency.state import (
+    FIGURES,
+    TOTAL,
+    Sent,
+    cell,
+    consistency_of,
+    figures_of,
+    merge_shipped,
+    shipped_sent,
+)
+from poolbench_locust.consistency.tally import Tally
 from poolbench_locust.engine.ab import side_of, twin_class, unmarked
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import endpoint_users
@@ -246,27 +255,10 @@ def report_html(environment: Environment) -> str:
 
 
 def _merge(between: Between, client_id: str, shipped: Any) -> None:
-    if not isinstance(shipped, dict):
-        logger.error("consistency: worker %.100s shipped no mapping of between-hosts tallies: ignored", client_id)
-        return
-    for name, wire in shipped.items():
-        try:
-            tally = Tally.from_wire(wire)
-        except ValueError as e:
-            logger.error("consistency: worker %.100s's between-hosts tally refused: %s", client_id, e)
-            continue
-        between.tallies.setdefault(str(name)[:1000], Tally()).merge(tally)
+    def into(name: str, tally: Tally) -> None:
+        between.tallies.setdefault(name, Tally()).merge(tally)
 
-
-def _merge_sent(between: Between, client_id: str, shipped: Any) -> None:
-    if not (
-        isinstance(shipped, list) and len(shipped) == 3 and all(type(n) is int and 0 <= n <= MAX_COUNT for n in shipped)
-    ):
-        logger.error(
-            "consistency: worker %.100s's count of reference requests to B refused: %.100r", client_id, shipped
-        )
-        return
-    between.sent.add(Sent(*shipped))
+    merge_shipped(shipped, into, client_id, "between-hosts tallies")
 
 
 def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
@@ -290,8 +282,8 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
                 _merge(between, client_id, data[REPORT_KEY])
-            if SENT_KEY in data:
-                _merge_sent(between, client_id, data[SENT_KEY])
+            if SENT_KEY in data and (sent := shipped_sent(data[SENT_KEY], client_id, "reference requests to B")):
+                between.sent.add(sent)
 
 
 def setup(events: Events) -> None:

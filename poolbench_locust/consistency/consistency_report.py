@@ -23,8 +23,17 @@ from poolbench_locust import htmltables, texttable
 from poolbench_locust.consistency import between_hosts, consistency_tab, gates, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
-from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, cell, consistency_of
-from poolbench_locust.consistency.tally import MAX_COUNT, Tally
+from poolbench_locust.consistency.state import (
+    FIGURES,
+    FIGURES_SCHEMA,
+    TOTAL,
+    Consistency,
+    Sent,
+    cell,
+    consistency_of,
+    merge_shipped,
+    shipped_sent,
+)
 from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import CAPACITY_SECTION, CLIENT_LOAD_SECTION, PageEvents, Section
@@ -58,29 +67,6 @@ CONSISTENCY_SCHEMA = {
         },
     ],
 }
-
-
-def _merge(state: Consistency, client_id: str, shipped: Any) -> None:
-    if not isinstance(shipped, dict):
-        logger.error("consistency: worker %s shipped no mapping of tallies: ignored", client_id)
-        return
-    for name, wire in shipped.items():
-        try:
-            tally = Tally.from_wire(wire)
-        except ValueError as e:
-            logger.error("consistency: worker %s's tally of %r refused: %s", client_id, str(name)[:100], e)
-            continue
-        state.merge(str(name)[:1000], tally)
-
-
-def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
-    """A worker's reference requests: three whole numbers (requests, sequences, input tokens)."""
-    if not (
-        isinstance(shipped, list) and len(shipped) == 3 and all(type(n) is int and 0 <= n <= MAX_COUNT for n in shipped)
-    ):
-        logger.error("consistency: worker %s's count of reference requests refused: %.100r", client_id, shipped)
-        return
-    state.sent.add(Sent(*shipped))
 
 
 def console_lines(state: Consistency, width: int | None = None) -> list[str]:
@@ -133,9 +119,9 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
-                _merge(state, client_id, data[REPORT_KEY])
-            if SENT_KEY in data:
-                _merge_sent(state, client_id, data[SENT_KEY])
+                merge_shipped(data[REPORT_KEY], state.merge, client_id, "tallies")
+            if SENT_KEY in data and (sent := shipped_sent(data[SENT_KEY], client_id, "reference requests")):
+                state.sent.add(sent)
 
     @environment.events.quitting.add_listener
     def write_csv(**_: Any) -> None:
