@@ -113,8 +113,7 @@ def test_auto_reads_each_hosts_own_metrics(mock_server_factory, tmp_path):
     result = run_locust(
         "locustfiles/embeddings.py",
         *LOAD,
-        "--ab-host",
-        b.url,
+        *("--ab-host", b.url, "--stop-timeout", "5"),  # the requests in flight at the end answered and counted
         host=a.url,
         users=2,
         requests=60,
