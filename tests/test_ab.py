@@ -37,9 +37,9 @@ def _options(**given: object) -> argparse.Namespace:
             "--ab-paired",
             "probes each host alone",
         ),
-        ({"ab_host": "http://b:8000", "server_metrics": "http://a:8000/metrics"}, "--server-metrics", "per host"),
+        ({"server_metrics": "B=http://b:8000/metrics"}, "--server-metrics", "give --ab-host"),
     ],
-    ids=["paired without a host", "not a URL", "a trace", "a paired capacity search", "metrics URLs"],
+    ids=["paired without a host", "not a URL", "a trace", "a paired capacity search", "a metrics URL of host B"],
 )
 def test_a_bad_value_or_combination_names_the_option(given, option, says):
     with pytest.raises(OptionError) as refused:

@@ -15,8 +15,9 @@ import pytest
 
 import poolbench_locust as pb
 from devsupport.ports import free_port
-from poolbench_locust.consistency.consistency_report import Consistency, _merge
+from poolbench_locust.consistency.consistency_report import Consistency
 from poolbench_locust.consistency.measures import compare_vectors
+from poolbench_locust.consistency.state import merge_shipped
 from poolbench_locust.consistency.tally import Tally
 from poolbench_locust.endpoints.spec import AnswerError, data_answer, results_answer
 from poolbench_locust.engine.answer_values import Values, Wanted, answer_values, vector_values
@@ -197,8 +198,8 @@ def test_a_master_merges_good_tallies_and_refuses_a_garbled_one(caplog):
     good.add(compare_vectors([1.0, 0.0], [1.0, 0.0]))
     good.add(compare_vectors([1.0, 0.0], [0.6, 0.8]))
     garbled = {**good.to_wire(), "identical": 5}
-    _merge(state, "w1", {"/v1/embeddings": good.to_wire(), "/rerank": garbled})
-    _merge(state, "w2", ["not", "a", "mapping"])
+    merge_shipped({"/v1/embeddings": good.to_wire(), "/rerank": garbled}, state.merge, "w1", "tallies")
+    merge_shipped(["not", "a", "mapping"], state.merge, "w2", "tallies")
     figures = state.figures()
     assert figures is not None and set(figures) == {"/v1/embeddings", "total"}
     assert figures["total"]["compared"] == 2 and figures["total"]["cosine_min"] == pytest.approx(0.6)

@@ -211,6 +211,8 @@ FORM_BAD_COMBINATIONS: list[dict[str, str]] = [
     {"--max-requests": "100", "--repeat": "3"},  # the repeats' stats resets would start the count again
     {"--ab-paired": "true"},  # pairs need a second host
     {"--gpus": "4"},  # prices nothing without --gpu-hour-cost
+    {"--gpu-hour-cost": "2.5,1.2"},  # a price per host needs a second host
+    {"--server-metrics": "B=http://127.0.0.1:9/metrics"},  # so does a metrics URL of host B
 ]
 """Good values each, that the checks at start refuse together (the first flag is the one named)."""
 

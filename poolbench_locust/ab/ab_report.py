@@ -20,6 +20,8 @@ from locust.runners import WorkerRunner
 from poolbench_locust import htmltables, texttable
 from poolbench_locust.ab.compare import LEVEL, Comparison, compare
 from poolbench_locust.ab.samples import Samples
+from poolbench_locust.consistency.between_hosts import ANSWERS_SCHEMA, answers
+from poolbench_locust.cost.pricing import of_host, usd
 from poolbench_locust.engine.ab import side_of
 from poolbench_locust.json_sections import INPUTS_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
@@ -55,6 +57,8 @@ class AbState:
     a_host: str = ""
     b_host: str = ""
     on_request: Callable[..., None] | None = None
+    hourly: tuple[float, float] | None = None
+    """--gpu-hour-cost: A's and B's fleets' USD an hour (the comparison's price rows)."""
     _cached: tuple[float, Comparison] | None = None
 
     def comparison(self, fresh: bool = True) -> Comparison:
@@ -62,7 +66,7 @@ class AbState:
         now = time.monotonic()
         if not fresh and self._cached is not None and now - self._cached[0] < REFRESH_S:
             return self._cached[1]
-        found = compare(self.samples.blocks(), self.samples.paired, self.samples.span())
+        found = compare(self.samples.blocks(), self.samples.paired, self.samples.span(), hourly=self.hourly)
         self._cached = (now, found)
         return found
 
@@ -85,6 +89,13 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
+def _value(value: float | None, unit: str) -> float | None:
+    """A figure as the table has it: to 3 places, a price (cents and less) to 4 significant figures."""
+    if value is None:
+        return None
+    return float(f"{value:.4g}") if unit == "USD" else round(value, 3)
+
+
 def rows(comparison: Comparison) -> list[dict[str, Any]]:
     """The comparison's table, as the CSV file, the HTML report and the web UI's tab have it."""
     out = []
@@ -94,8 +105,8 @@ def rows(comparison: Comparison) -> list[dict[str, Any]]:
             {
                 "Figure": d["figure"],
                 "Unit": d["unit"],
-                "A": None if d["a"] is None else round(d["a"], 3),
-                "B": None if d["b"] is None else round(d["b"], 3),
+                "A": _value(d["a"], d["unit"]),
+                "B": _value(d["b"], d["unit"]),
                 "B - A": None if d["difference"] is None else round(d["difference"], 2),
                 "Difference Unit": d["difference_unit"],
                 "Low": None if d["low"] is None else round(d["low"], 2),
@@ -126,7 +137,8 @@ def console_lines(state: AbState, comparison: Comparison, width: int | None = No
         interval = "" if r.low is None or r.high is None else f"[{r.low:+,.1f}, {r.high:+,.1f}]{unit}"
         diff = "" if r.difference is None else f"{r.difference:+,.1f}{unit}"
         verdict = r.verdict().split(", ", 1)[1] if r.beyond_noise is not None else r.verdict().split(": ", 2)[-1]
-        cells.append([r.figure.name, _fmt(r.a), _fmt(r.b), diff, interval, verdict])
+        a, b = (usd(r.a), usd(r.b)) if r.figure.unit == "USD" else (_fmt(r.a), _fmt(r.b))
+        cells.append([r.figure.name, a, b, diff, interval, verdict])
     summary = comparison.summary()
     return [
         *texttable.wrapped(_title(state, comparison), width),
@@ -162,6 +174,7 @@ AB_SCHEMA = {
             "type": "object",
             "properties": {"A": {"type": "integer", "minimum": 0}, "B": {"type": "integer", "minimum": 0}},
         },
+        "answers": ANSWERS_SCHEMA,
         "figures": {
             "type": "array",
             "items": {
@@ -192,6 +205,7 @@ def ab_fields(environment: Environment) -> dict[str, Any]:
             "z": found.z,
             "figures": [r.as_dict() for r in found.rows],
             "summary": found.summary(),
+            "answers": answers(environment),
         }
     }
 
@@ -212,6 +226,11 @@ def _start(environment: Environment) -> None:
     if not wanted or settings is None or settings.ab_host is None:
         return
     state.a_host, state.b_host = shown_url(environment.host or ""), shown_url(settings.ab_host)
+    if (prices := settings.gpu_hour_cost) is not None:  # each host's fleet: its price times its GPUs
+        a, b = (of_host(prices, side) * of_host(settings.gpus, side) for side in ("A", "B"))
+        state.hourly = (a, b)
+    else:
+        state.hourly = None
     if not state.listening:
 
         def on_request(

@@ -76,20 +76,35 @@ FIGURES = (
     Figure("p50 TTFB", "ms", True, False),
     Figure("failure ratio", "%", False, False),
 )
-PAIRED_SKIPS = ("throughput", "input tokens/s")
-"""Each pair is one input sent to both: their counts are equal by design, nothing to compare."""
+PRICES = (Figure("USD/1M input tokens", "USD", True, False), Figure("USD/1k requests", "USD", True, False))
+"""With --gpu-hour-cost: each host's fleet's hour over its throughput (cost/pricing.py's arithmetic). They are the
+throughputs at the hosts' prices, not figures of their own: not counted in the intervals' Bonferroni family."""
+PAIRED_SKIPS = ("throughput", "input tokens/s", *(f.name for f in PRICES))
+"""Each pair is one input sent to both: their counts are equal by design, nothing to compare (nor their price at
+them: only the prices given would differ)."""
 
 
-def figures_of(blocks: Sequence[Block], side: str, seconds: float) -> dict[str, float | None]:
-    """Every figure of one host over `blocks`; `seconds` is the time they span (throughput's divisor)."""
+def _price(usd_per_hour: float | None, per_s: float | None, unit: float) -> float | None:
+    return usd_per_hour / (per_s * 3600.0) * unit if usd_per_hour is not None and per_s else None
+
+
+def figures_of(
+    blocks: Sequence[Block], side: str, seconds: float, usd_per_hour: float | None = None
+) -> dict[str, float | None]:
+    """Every figure of one host over `blocks`; `seconds` is the time they span (throughput's divisor);
+    `usd_per_hour` its fleet's price (--gpu-hour-cost), which adds the prices at its throughput."""
     e2e = _times(blocks, side, "e2e")
     ttfb = _times(blocks, side, "ttfb")
     sides = _sides(blocks, side)
     requests = sum(s.requests for s in sides)
     failures = sum(s.failures for s in sides)
+    throughput = _ok(blocks, side) / seconds if seconds > 0 else None
+    tokens = sum(s.input_tokens for s in sides) / seconds if seconds > 0 else None
     return {
-        "throughput": _ok(blocks, side) / seconds if seconds > 0 else None,
-        "input tokens/s": sum(s.input_tokens for s in sides) / seconds if seconds > 0 else None,
+        "throughput": throughput,
+        "input tokens/s": tokens,
+        "USD/1M input tokens": _price(usd_per_hour, tokens, 1e6),
+        "USD/1k requests": _price(usd_per_hour, throughput, 1e3),
         "mean E2E": (sum(e2e) / len(e2e)) if len(e2e) >= 20 else None,
         "p50 E2E": _quantile(e2e, 0.50),
         "p90 E2E": _quantile(e2e, 0.90),
@@ -199,20 +214,30 @@ def _se(values: list[float]) -> float | None:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def compare(blocks: Sequence[Block], paired: bool, span: float | None = None, resamples: int = RESAMPLES) -> Comparison:
+def compare(
+    blocks: Sequence[Block],
+    paired: bool,
+    span: float | None = None,
+    resamples: int = RESAMPLES,
+    hourly: tuple[float, float] | None = None,
+) -> Comparison:
     """B against A over `blocks`, each judged by a bootstrap of `resamples` draws of as many blocks; `span`
-    is the seconds the blocks span (the throughputs' divisor; default one a block). A resample spans as long."""
+    is the seconds the blocks span (the throughputs' divisor; default one a block). A resample spans as long.
+    `hourly`: A's and B's fleets' USD an hour (--gpu-hour-cost), which add the price rows."""
     n = len(blocks)
-    figures = [f for f in FIGURES if not (paired and f.name in PAIRED_SKIPS)]
+    figures = [f for f in (*FIGURES, *(PRICES if hourly else ())) if not (paired and f.name in PAIRED_SKIPS)]
     need = MIN_PAIRS if paired else MIN_SECONDS
     seconds = float(n) if span is None else span
-    a, b = figures_of(blocks, "A", seconds), figures_of(blocks, "B", seconds)
+    usd_a, usd_b = hourly or (None, None)
+    a, b = figures_of(blocks, "A", seconds, usd_a), figures_of(blocks, "B", seconds, usd_b)
     points = {f.name: _difference(f, a[f.name], b[f.name]) for f in figures}
     uncounted = tokens_disagree(blocks)
     if uncounted is not None:
         points["input tokens/s"] = None
+        if "USD/1M input tokens" in points:
+            points["USD/1M input tokens"] = None
     judged = [f for f in figures if points[f.name] is not None]
-    z = NormalDist().inv_cdf(1 - (1 - LEVEL) / (2 * max(len(judged), 1)))
+    z = NormalDist().inv_cdf(1 - (1 - LEVEL) / (2 * max(len([f for f in judged if f not in PRICES]), 1)))
     short = None
     if n < need:
         short = f"{n} {'pairs' if paired else 'seconds'} of both hosts; {need} needed"
@@ -221,7 +246,7 @@ def compare(blocks: Sequence[Block], paired: bool, span: float | None = None, re
         rng = random.Random(SEED)
         for _ in range(resamples):
             picked = [blocks[i] for i in rng.choices(range(n), k=n)]
-            ra, rb = figures_of(picked, "A", seconds), figures_of(picked, "B", seconds)
+            ra, rb = figures_of(picked, "A", seconds, usd_a), figures_of(picked, "B", seconds, usd_b)
             for f in judged:
                 if (d := _difference(f, ra[f.name], rb[f.name])) is not None:
                     draws[f.name].append(d)
@@ -233,7 +258,7 @@ def compare(blocks: Sequence[Block], paired: bool, span: float | None = None, re
         why = short if short is not None else None
         if point is None:
             why = f"too few requests of a host for its {f.name}" if a[f.name] is None or b[f.name] is None else why
-            if f.name == "input tokens/s" and uncounted is not None:
+            if f.name in ("input tokens/s", "USD/1M input tokens") and uncounted is not None:
                 why = uncounted
         elif se is None and why is None:
             why = f"too few requests of a host for its {f.name} in the resamples"

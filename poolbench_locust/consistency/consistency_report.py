@@ -20,11 +20,20 @@ from locust.event import Events
 from locust.runners import MasterRunner, WorkerRunner
 
 from poolbench_locust import htmltables, texttable
-from poolbench_locust.consistency import consistency_tab, gates, reference_agreement, references
+from poolbench_locust.consistency import between_hosts, consistency_tab, gates, reference_agreement, references
 from poolbench_locust.consistency.comparing import on_request
 from poolbench_locust.consistency.references import take_references
-from poolbench_locust.consistency.state import FIGURES, FIGURES_SCHEMA, TOTAL, Consistency, Sent, cell, consistency_of
-from poolbench_locust.consistency.tally import MAX_COUNT, Tally
+from poolbench_locust.consistency.state import (
+    FIGURES,
+    FIGURES_SCHEMA,
+    TOTAL,
+    Consistency,
+    Sent,
+    cell,
+    consistency_of,
+    merge_shipped,
+    shipped_sent,
+)
 from poolbench_locust.json_sections import CLIENT_LOAD_JSON, REPEATS_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import CAPACITY_SECTION, CLIENT_LOAD_SECTION, PageEvents, Section
@@ -60,29 +69,6 @@ CONSISTENCY_SCHEMA = {
 }
 
 
-def _merge(state: Consistency, client_id: str, shipped: Any) -> None:
-    if not isinstance(shipped, dict):
-        logger.error("consistency: worker %s shipped no mapping of tallies: ignored", client_id)
-        return
-    for name, wire in shipped.items():
-        try:
-            tally = Tally.from_wire(wire)
-        except ValueError as e:
-            logger.error("consistency: worker %s's tally of %r refused: %s", client_id, str(name)[:100], e)
-            continue
-        state.merge(str(name)[:1000], tally)
-
-
-def _merge_sent(state: Consistency, client_id: str, shipped: Any) -> None:
-    """A worker's reference requests: three whole numbers (requests, sequences, input tokens)."""
-    if not (
-        isinstance(shipped, list) and len(shipped) == 3 and all(type(n) is int and 0 <= n <= MAX_COUNT for n in shipped)
-    ):
-        logger.error("consistency: worker %s's count of reference requests refused: %.100r", client_id, shipped)
-        return
-    state.sent.add(Sent(*shipped))
-
-
 def console_lines(state: Consistency, width: int | None = None) -> list[str]:
     """The consistency table for the console, fitted to `width` (--console-width; 0 or None: whole)."""
     if not (rows := state.rows()):
@@ -107,6 +93,7 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         state.restart()
         if not master:
             sent = take_references(environment)
+            between_hosts.take(environment, worker)  # --ab-host: B's references, compared with A's
             if worker:  # after the master's test_start, where the server metrics' scrape begins: reconciled
                 state.sent.add(sent)
                 state.unshipped_sent.add(sent)
@@ -132,29 +119,33 @@ def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
         @environment.events.worker_report.add_listener
         def merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if REPORT_KEY in data:
-                _merge(state, client_id, data[REPORT_KEY])
-            if SENT_KEY in data:
-                _merge_sent(state, client_id, data[SENT_KEY])
+                merge_shipped(data[REPORT_KEY], state.merge, client_id, "tallies")
+            if SENT_KEY in data and (sent := shipped_sent(data[SENT_KEY], client_id, "reference requests")):
+                state.sent.add(sent)
 
     @environment.events.quitting.add_listener
     def write_csv(**_: Any) -> None:
-        if (prefix := locust_options(environment).csv_prefix) and (rows := state.rows()):
+        if (prefix := locust_options(environment).csv_prefix) and (
+            rows := state.rows() + between_hosts.rows(environment)
+        ):
             with open(f"{prefix}_consistency.csv", "w", newline="") as f:
                 f.write(csv_text(rows, HEADER))
 
     @environment.events.quit.add_listener
     def summary(**_: Any) -> None:
         width = settings_of(environment).console_width
-        if lines := console_lines(state, width) + reference_agreement.console_lines(environment):
+        between = between_hosts.console_lines(environment, width)
+        if lines := console_lines(state, width) + between + reference_agreement.console_lines(environment):
             for line in lines:
                 console.info(line)
             console.info("")
 
 
 def report_section(environment: Environment, sections: list[Section], **_: Any) -> None:
-    if not (rows := consistency_of(environment).rows()):
+    rows, between = consistency_of(environment).rows(), between_hosts.report_html(environment)
+    if not rows and not between:
         return
-    table = htmltables.table(HEADER, rows)
+    table = (htmltables.table(HEADER, rows) if rows else "") + between
     sections.append(
         Section(CONSISTENCY_SECTION, htmltables.section("poolbench-consistency", "Answer consistency", table))
     )
@@ -172,6 +163,7 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     events.init.add_listener(on_init)
     consistency_tab.setup(events)  # the web UI's live table, under the Pooling tab's
     reference_agreement.setup(events)
+    between_hosts.setup(events)  # --ab-host: B's references against A's, shipped by the workers
     gates.setup(events)  # after on_init: the references' listeners first; the gates' start check after start_checks'
     pages.report_sections.add_listener(report_section)
     results.json_sections.add_listener(json_section)

@@ -16,6 +16,7 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust import htmltables
+from poolbench_locust.consistency import between_hosts
 from poolbench_locust.consistency.state import FIGURES, cell, consistency_of
 from poolbench_locust.json_sections import json_safe
 from poolbench_locust.locust_pages import add_route, insert_before_body_end, live_box_script, web_base
@@ -36,7 +37,7 @@ def fragment(environment: Environment) -> str:
     shown = [f for f in FIGURES if any(f in found for found in figures.values())]
     rows = [{"Name": name, **{f: cell(found.get(f)) for f in shown}} for name, found in figures.items()]
     note = "Answers under load against their reference answered alone, since the stats began."
-    table = htmltables.table(["Name", *shown], rows)
+    table = htmltables.table(["Name", *shown], rows) + between_hosts.report_html(environment)  # --ab-host's
     return f'{htmltables.STYLE}<div class="poolbench-section">{title}<p>{note}</p>{table}</div>'
 
 

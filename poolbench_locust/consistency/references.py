@@ -40,8 +40,8 @@ def _references(
 ) -> tuple[str, str, dict[int, Any]] | None:
     """(request name, kind, reference id -> values) of the class's reference requests, each measured alone,
     one at a time, on a client whose events reach no stats, those answered well counted in `sent`; None
-    when its plan has no reference."""
-    if environment.host:
+    when its plan has no reference. The twin of an --ab-host run (engine/ab.py) keeps its host, B."""
+    if environment.host and user_class.ab_side is None:
         user_class.host = environment.host  # what Locust's runner does to every User class at start
     user = user_class(environment)
     plan = user.plan

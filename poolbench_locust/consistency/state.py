@@ -11,14 +11,17 @@ what load answers first drifted."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from locust.env import Environment
 
 from poolbench_locust.consistency.measures import Comparison
-from poolbench_locust.consistency.tally import Tally
+from poolbench_locust.consistency.tally import MAX_COUNT, Tally
 from poolbench_locust.store import Slot
+
+logger = logging.getLogger("poolbench_locust")
 
 TOTAL = "total"
 FIGURES = (
@@ -97,6 +100,30 @@ class Sent:
         self.requests += other.requests
         self.sequences += other.sequences
         self.input_tokens += other.input_tokens
+
+
+def merge_shipped(shipped: Any, into: Callable[[str, Tally], None], client_id: str, what: str) -> None:
+    """A worker's shipped tallies by request name, each checked (Tally.from_wire), merged by `into`; what
+    is refused is logged, saying whose and `what` it was."""
+    if not isinstance(shipped, dict):
+        logger.error("consistency: worker %.100s shipped no mapping of %s: ignored", client_id, what)
+        return
+    for name, wire in shipped.items():
+        try:
+            tally = Tally.from_wire(wire)
+        except ValueError as e:
+            logger.error("consistency: worker %.100s's %s of %r refused: %s", client_id, what, str(name)[:100], e)
+            continue
+        into(str(name)[:1000], tally)
+
+
+def shipped_sent(shipped: Any, client_id: str, what: str) -> Sent | None:
+    """A worker's reference requests: three whole numbers (requests, sequences, input tokens), else None
+    (logged)."""
+    if isinstance(shipped, list) and len(shipped) == 3 and all(type(n) is int and 0 <= n <= MAX_COUNT for n in shipped):
+        return Sent(*shipped)
+    logger.error("consistency: worker %.100s's count of %s refused: %.100r", client_id, what, shipped)
+    return None
 
 
 def figures_of(tallies: dict[str, Tally]) -> dict[str, dict[str, Any]] | None:

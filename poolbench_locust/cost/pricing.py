@@ -36,6 +36,12 @@ class Price:
         }
 
 
+def of_host(values: tuple[Any, ...], side: str | None) -> Any:
+    """A per-host option's value (--gpu-hour-cost, --gpus: one, or A,B) for host `side`: B's is the second
+    where two were given, every other host's (A's, a run without --ab-host) the first; one value is both."""
+    return values[-1] if side == "B" else values[0]
+
+
 def _per(usd_per_hour: float, per_s: float | None, unit: float) -> float | None:
     """USD per `unit` of something done `per_s` times a second; None when nothing was done."""
     if per_s is None or not per_s > 0:

@@ -137,6 +137,27 @@ def positive(text: str) -> float:
     return value
 
 
+def _per_host(text: str, one: Callable[[str], Any]) -> tuple[Any, ...]:
+    """One value, or one per host of --ab-host, A,B: each parsed by `one`."""
+    values = [v.strip() for v in str(text).split(",")]
+    if len(values) > 2:
+        raise argparse.ArgumentTypeError(f"takes one value, or one per host of --ab-host (A,B), got {text!r}")
+    try:
+        return tuple(one(v) for v in values)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e}; one value, or one per host of --ab-host: A,B") from None
+
+
+def prices(text: str) -> tuple[float, ...]:
+    """A price (finite, > 0), or one per host of --ab-host: A,B."""
+    return _per_host(text, positive)
+
+
+def gpu_counts(text: str) -> tuple[int, ...]:
+    """A whole number >= 1, or one per host of --ab-host: A,B."""
+    return _per_host(text, whole(1))
+
+
 def ratio(text: str) -> float:
     value = non_negative(text)
     if value > 1:
@@ -223,12 +244,16 @@ def _slo_bound(key: str, value: str) -> float:
     return bound
 
 
+HOST_LABELS = ("A=", "B=")
+"""--server-metrics with --ab-host: a URL may say whose it is, A=URL or B=URL."""
+
+
 def metrics_targets(text: str) -> str:
-    """auto, off, or one or more http(s) URLs of /metrics, separated by commas."""
+    """auto, off, or one or more http(s) URLs of /metrics, separated by commas, each maybe labelled A= or B=."""
     if text in ("auto", "off"):
         return text
     for url in (u.strip() for u in text.split(",")):
-        parts = urlsplit(url)
+        parts = urlsplit(url.removeprefix(HOST_LABELS[0]).removeprefix(HOST_LABELS[1]))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise argparse.ArgumentTypeError(
                 f"must be auto, off, or http(s):// URLs separated by commas, got {shown_url(url)!r}"

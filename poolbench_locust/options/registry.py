@@ -34,6 +34,7 @@ from poolbench_locust.options.parsers import (
     dataset,
     extra_body,
     file_name,
+    gpu_counts,
     host_url,
     image_size,
     metrics_targets,
@@ -41,6 +42,7 @@ from poolbench_locust.options.parsers import (
     one_of,
     port,
     positive,
+    prices,
     rates,
     ratio,
     route,
@@ -667,13 +669,21 @@ ALL_OPTIONS: tuple[Option, ...] = (
         COST,
         Option(
             "--gpu-hour-cost",
-            positive,
+            prices,
             None,
             "Price of one GPU-hour in USD: the run's cost per 1M input tokens and per 1,000 requests at the "
-            "measured throughput (and at the capacity found by --find-capacity).",
-            label="GPU-hour price, USD",
+            "measured throughput (and at the capacity found by --find-capacity). With --ab-host, one price per "
+            "host, A,B (e.g. 2.5,1.2); one price applies to both.",
+            label="GPU-hour price, USD, or A,B with a second server",
         ),
-        Option("--gpus", whole(1), 1, "GPUs the server runs on (--gpu-hour-cost prices each).", label="GPUs"),
+        Option(
+            "--gpus",
+            gpu_counts,
+            1,
+            "GPUs the server runs on (--gpu-hour-cost prices each). With --ab-host, one count per host, A,B; "
+            "one count applies to both.",
+            label="GPUs, or A,B with a second server",
+        ),
     ),
     *group(
         SERVER_METRICS,
@@ -681,8 +691,9 @@ ALL_OPTIONS: tuple[Option, ...] = (
             "--server-metrics",
             metrics_targets,
             "auto",
-            "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers), "
-            "off, or URLs separated by commas.",
+            "Scrape the server's Prometheus metrics during the run: auto (the host's /metrics, when it answers; "
+            "with --ab-host, each host's), off, or URLs separated by commas. With --ab-host each URL is the host's "
+            "whose server it is on, or says whose it is: A=URL, B=URL (docs/server-metrics.md).",
             label="Server metrics URL",
         ),
         Option(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from poolbench_locust.options.parsers import OptionError
+from poolbench_locust.options.parsers import HOST_LABELS, OptionError
 from poolbench_locust.options.registry import ALL_OPTIONS, BY_FLAG, Option
 from poolbench_locust.options.values import ExtraBody, Slo, Span
 from poolbench_locust.wire import TOKEN_POOLING_TASKS
@@ -120,8 +120,8 @@ class Settings:
     ab_host: str | None = None
     ab_paired: bool = False
     # Cost
-    gpu_hour_cost: float | None = None
-    gpus: int = 1
+    gpu_hour_cost: tuple[float, ...] | None = None
+    gpus: tuple[int, ...] = (1,)
     # Server metrics
     server_metrics: str = "auto"
     server_metrics_interval: float = 5.0
@@ -207,8 +207,11 @@ def _refused(s: Settings) -> Iterator[OptionError]:
         )
     if s.check_min_goodput is not None and s.slo is None:
         yield OptionError("--check-min-goodput", "goodput counts the requests that met --slo: give --slo too")
-    if s.gpus != 1 and s.gpu_hour_cost is None:
+    if s.gpus != (1,) and s.gpu_hour_cost is None:
         yield OptionError("--gpus", "prices the GPUs at --gpu-hour-cost: give --gpu-hour-cost too")
+    for flag, values in (("--gpu-hour-cost", s.gpu_hour_cost), ("--gpus", s.gpus)):
+        if values is not None and len(values) > 1 and s.ab_host is None:
+            yield OptionError(flag, "two values are one per host of --ab-host (A,B): give --ab-host, or one value")
     yield from _ab_refused(s)
     if s.check_min_rate_ratio is not None and not s.open_loop:
         yield OptionError(
@@ -247,21 +250,19 @@ def _capacity_refused(s: Settings) -> Iterator[OptionError]:
 
 def _ab_refused(s: Settings) -> Iterator[OptionError]:
     """--ab-host shares one schedule between two hosts: not a schedule whose every request is its own (a
-        trace), nor figures taken of one host alone (--server-metrics URLs); a capacity search probes each host
-    alone (capacity/lanes.py), never both at once."""
+    trace), nor figures taken of one host alone; a capacity search probes each host alone (capacity/lanes.py),
+    never both at once. Which host each --server-metrics URL is of is checked at start, with --host
+    (servermetrics/hosts.py)."""
     if s.ab_paired and s.ab_host is None:
         yield OptionError("--ab-paired", "sends each input to both hosts: give --ab-host too")
     if s.ab_host is None:
+        if any(u.strip().startswith(HOST_LABELS) for u in s.server_metrics.split(",")):
+            yield OptionError("--server-metrics", "A= and B= say which host of --ab-host a URL is of: give --ab-host")
         return
     if s.trace is not None:
         yield OptionError("--ab-host", "a trace (--dataset trace:) replays each request once: leave one out")
     if s.find_capacity and s.ab_paired:
         yield OptionError("--ab-paired", "--find-capacity probes each host alone, in turn: leave --ab-paired out")
-    if s.server_metrics not in ("off", "auto"):
-        yield OptionError(
-            "--server-metrics",
-            "with --ab-host, a URL per host is not built: off or auto (which scrapes neither host under --ab-host)",
-        )
 
 
 def _max_requests_refused(s: Settings) -> Iterator[OptionError]:

@@ -114,10 +114,12 @@ class Mark:
 class ServerView:
     """One server's figures over the run, fed one Reading at a time."""
 
-    def __init__(self, url: str, shown: str | None = None) -> None:
+    def __init__(self, url: str, shown: str | None = None, side: str | None = None) -> None:
         self.url = url
         self.shown = shown or url
-        """The URL as it may be shown: without credentials."""
+        """The URL as it may be shown: without credentials (with --ab-host, its host's mark after it)."""
+        self.side = side
+        """With --ab-host: "A" or "B", the host whose metrics these are (hosts.py); None without."""
         self.flavor: Flavor | None = None
         self.scrapes = 0
         self.failures = 0

@@ -9,7 +9,9 @@ from typing import Any, TextIO
 
 from locust.env import Environment
 
-from poolbench_locust.consistency.state import consistency_of
+from poolbench_locust.consistency.between_hosts import between_of
+from poolbench_locust.consistency.state import Sent, consistency_of
+from poolbench_locust.engine.ab import side_of
 from poolbench_locust.metrics.collector import stats_of
 from poolbench_locust.options import OptionError, settings_of
 from poolbench_locust.servermetrics import gpu, report
@@ -25,32 +27,54 @@ class Scraping:
     scraper: Scraper | None = None
     views: list[ServerView] = field(default_factory=list)
     history: TextIO | None = None
-    client: Callable[[], report.Client] | None = None
-    """The client's side now (its tokens and requests give a GPU's energy per million and per thousand)."""
+    client: Callable[[str | None], report.Client] | None = None
+    """The client's side now, of one host with --ab-host ("A", "B"; None: the whole run's): its tokens and
+    requests give a GPU's energy per million and per thousand."""
     repeat_ratio: Callable[[], float | None] | None = None
     """--repeat-ratio now (the web UI's form may change it between runs): shown beside a prefix-cache hit rate."""
 
-    def _client(self) -> report.Client | None:
-        wanted = self.client is not None and any(v.flavor is gpu.DCGM for v in self.views)
-        return self.client() if wanted and self.client is not None else None
+    def sides(self) -> list[str | None]:
+        """The hosts the views are of: [None] without --ab-host, else "A" and/or "B" (hosts.py)."""
+        return sorted({v.side for v in self.views}, key=lambda side: side or "") or [None]
+
+    def _of(self, side: str | None) -> list[ServerView]:
+        return [v for v in self.views if v.side == side]
+
+    def _client(self, side: str | None = None) -> report.Client | None:
+        wanted = self.client is not None and any(v.flavor is gpu.DCGM for v in self._of(side))
+        return self.client(side) if wanted and self.client is not None else None
 
     def server_rows(self) -> list[dict[str, Any]]:
+        """A row per server, each host's after the other's (with --ab-host), its GPUs' energy per million of
+        that host's input tokens."""
         ratio = self.repeat_ratio() if self.repeat_ratio is not None else None
-        return report.server_rows((v for v in self.views if v.scrapes or v.failures), self._client(), ratio)
+        rows = []
+        for side in self.sides():
+            rows += report.server_rows(
+                (v for v in self._of(side) if v.scrapes or v.failures), self._client(side), ratio
+            )
+        return rows
 
-    def gpus(self) -> list[gpu.GpuFigures]:
-        """Each dcgm-exporter target's figures over the measured window."""
-        client = self._client()
-        tokens, requests = (client.input_tokens, client.successes) if client is not None else (0, 0)
-        found = (gpu.figures(v, tokens, requests) for v in self.views if v.scrapes)
-        return [f for f in found if f is not None]
+    def gpus(self, side: str | None = None, every: bool = True) -> list[gpu.GpuFigures]:
+        """Each dcgm-exporter target's figures over the measured window: every host's (`every`), or `side`'s."""
+        found = []
+        for one in self.sides() if every else [side]:
+            client = self._client(one)
+            tokens, requests = (client.input_tokens, client.successes) if client is not None else (0, 0)
+            found += [f for v in self._of(one) if v.scrapes and (f := gpu.figures(v, tokens, requests)) is not None]
+        return found
 
     def html(self, environment: Environment) -> str:
         charts = "".join(report.gauge_chart(v) for v in self.views if v.scrapes)
         return report.html_section(self.server_rows(), self.checks(environment), charts)
 
     def checks(self, environment: Environment) -> list[dict[str, Any]]:
-        return report.reconciliation(self.views, client_side(environment, self))
+        """The reconciliation, of each host's servers with that host's requests (each check marked [A], [B])."""
+        rows = []
+        for side in self.sides():
+            for row in report.reconciliation(self._of(side), client_side(environment, self, side)):
+                rows.append(row if side is None else {**row, "Check": f"{row['Check']} [{side}]"})
+        return rows
 
     def as_dict(self, environment: Environment) -> dict[str, Any]:
         """What the JSON result holds (results/document.py): both tables, as the CSV files have them."""
@@ -61,24 +85,31 @@ class Scraping:
         }
 
 
-def client_side(environment: Environment, state: Scraping) -> report.Client:
+def client_side(environment: Environment, state: Scraping, side: str | None = None) -> report.Client:
+    """The client's figures the server's are reconciled with: the whole run's, or with --ab-host one host's
+    (`side`, "A" or "B": its request names, marked so, and the reference requests sent to it)."""
     pooling = stats_of(environment)
-    total = pooling.total
+    names = [name for name in pooling.entries if side is None or side_of(name) == side]
+    picked = [pooling.entries[name] for name in names] if side is not None else [pooling.total]
     runner = environment.runner
     e2e_mean = None
     if runner is not None:
-        entries = [runner.stats.entries.get((name, "POST")) for name in pooling.entries]
+        entries = [runner.stats.entries.get((name, "POST")) for name in names]
         done = sum(e.num_requests for e in entries if e is not None)
         if done:
             e2e_mean = sum(e.total_response_time for e in entries if e is not None) / done
     # A worker's reference requests of the consistency check came after the scrape's baseline: the server
-    # counted them, the stats did not.
-    sent = consistency_of(environment).sent
+    # counted them, the stats did not (B's are B's server's).
+    sent = between_of(environment).sent if side == "B" else consistency_of(environment).sent
+    if side is None:
+        sent = Sent(sent.requests, sent.sequences, sent.input_tokens)
+        sent.add(between_of(environment).sent)
     return report.Client(
-        successes=total.requests - total.failures + sent.requests,
-        sequences=total.sequences + sent.sequences,
-        input_tokens=total.input_tokens + sent.input_tokens,
+        successes=sum(e.requests - e.failures for e in picked) + sent.requests,
+        sequences=sum(e.sequences for e in picked) + sent.sequences,
+        input_tokens=sum(e.input_tokens for e in picked) + sent.input_tokens,
         e2e_mean_ms=e2e_mean,
+        # each user has one request in flight at most, to one host or (--ab-paired) to both
         in_flight=state.scraper.peak_users if state.scraper is not None else 0,
     )
 
@@ -89,7 +120,7 @@ _SCRAPING: Slot[Scraping] = Slot("server_metrics")
 def start_scraping(environment: Environment) -> Scraping:
     """This process scrapes (the master, or the one process): its state, made now."""
     state = _SCRAPING.put(environment, Scraping())
-    state.client = lambda: client_side(environment, state)
+    state.client = lambda side: client_side(environment, state, side)
     state.repeat_ratio = lambda: _repeat_ratio(environment)
     return state
 

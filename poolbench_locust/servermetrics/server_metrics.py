@@ -19,15 +19,16 @@ from locust.event import Events
 from locust.runners import WorkerRunner
 
 from poolbench_locust import locust_pages
+from poolbench_locust.engine.ab import MARKS, twin_class
 from poolbench_locust.engine.plan import plan_for
 from poolbench_locust.engine.user import EndpointUser
 from poolbench_locust.json_sections import SERVER_METRICS_JSON, JsonSection, ResultEvents
-from poolbench_locust.lifecycle import stop_run
+from poolbench_locust.lifecycle import StartCheck, stop_run
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.pace_causes import alone_ms, provide
 from poolbench_locust.metrics.table import csv_text
-from poolbench_locust.options import OptionError, settings_of
-from poolbench_locust.servermetrics import report, saturation
+from poolbench_locust.options import OptionError, Settings, settings_of
+from poolbench_locust.servermetrics import hosts, report, saturation
 from poolbench_locust.servermetrics.deltas import ServerView
 from poolbench_locust.servermetrics.scrape import Scraper
 from poolbench_locust.servermetrics.scraping import Scraping, scraping_of, start_scraping
@@ -39,22 +40,41 @@ console = logging.getLogger("locust.stats_logger")
 HISTORY_HEADER = ["Timestamp", "Server", "Kind", "Requests", "Prompt Tokens", "Latency Mean", "Running", "Waiting"]
 
 
-def _routes(environment: Environment) -> frozenset[str]:
+def _routes(environment: Environment, b_host: str | None = None) -> frozenset[str]:
+    """The run's routes, whose requests the server counts: with --ab-host, B's too (its plan's own)."""
     routes = set()
     for user_class in environment.user_classes:
         if issubclass(user_class, EndpointUser):
             try:
                 routes.add(plan_for(user_class, environment.parsed_options, environment=environment).route)
+                if b_host is not None:
+                    twin = twin_class(user_class, b_host)
+                    routes.add(plan_for(twin, environment.parsed_options, b_host, environment).route)
             except (OptionError, AttributeError):
                 continue  # the start checks stop such a run with their own line
     return frozenset(routes)
 
 
-def _urls(environment: Environment, mode: str) -> list[str]:
-    if mode != "auto":
-        return [u.strip() for u in mode.split(",")]
-    host = environment.host or next((u.host for u in environment.user_classes if getattr(u, "host", None)), None)
-    return [host.rstrip("/") + "/metrics"] if host else []
+def _host(environment: Environment) -> str | None:
+    return environment.host or next((u.host for u in environment.user_classes if getattr(u, "host", None)), None)
+
+
+def _targets(environment: Environment, settings: Settings) -> list[tuple[str, str | None]]:
+    """(URL, host) of each server to scrape: with --ab-host, each URL's host, "A" or "B" (hosts.py)."""
+    return hosts.targets(settings.server_metrics, _host(environment), settings.ab_host)
+
+
+def hosts_error(environment: Environment) -> str | None:
+    """The line that stops a run whose --server-metrics URL is of no host, or of both, of --ab-host."""
+    try:
+        _targets(environment, settings_of(environment))
+    except OptionError as e:
+        return str(e)
+    return None
+
+
+# A web UI's run gets its host and options from the form: checked at test_start (lifecycle.StartCheck).
+START_CHECK = StartCheck(hosts_error)
 
 
 def _start(environment: Environment, state: Scraping) -> None:
@@ -68,14 +88,19 @@ def _start(environment: Environment, state: Scraping) -> None:
         stop_run(environment, str(e))
         return
     mode, interval = settings.server_metrics, settings.server_metrics_interval
-    # --ab-host: the client's figures are two hosts' together, which one host's metrics would not reconcile with
-    if mode == "off" or settings.ab_host is not None or not (urls := _urls(environment, mode)):
+    try:
+        targets = _targets(environment, settings)
+    except OptionError as e:  # the start check stopped such a run already
+        stop_run(environment, str(e))
         return
-    state.views = [ServerView(url, shown_url(url)) for url in urls]
+    if not targets:
+        return
+    # --ab-host: each host's servers marked as its requests are, [A] and [B], and reconciled with them
+    state.views = [ServerView(url, shown_url(url) + MARKS.get(side or "", ""), side) for url, side in targets]
     runner = environment.runner
     state.scraper = Scraper(
         state.views,
-        _routes(environment),
+        _routes(environment, settings.ab_host),
         interval,
         optional=mode == "auto",
         on_scrape=lambda view: _write_history(state, view),
@@ -241,6 +266,7 @@ def json_section(sections: list[JsonSection], **_: Any) -> None:
 
 
 def setup(events: Events, pages: locust_pages.PageEvents, results: ResultEvents) -> None:
+    START_CHECK.setup(events)  # --ab-host: each URL's host told, before the scrape begins
     events.init.add_listener(on_init)
     pages.report_sections.add_listener(report_section)
     pages.web_ui_tabs.add_listener(web_ui_tabs)
