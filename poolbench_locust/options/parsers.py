@@ -131,7 +131,10 @@ def non_negative(text: str) -> float:
 
 
 def positive(text: str) -> float:
-    value = non_negative(text)
+    try:
+        value = non_negative(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
     if value == 0:
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
     return value

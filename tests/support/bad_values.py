@@ -32,7 +32,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "--repeat-ratio": ("1", "must be a share from 0 up to (not including) 1, got 1.0"),
     "--shared-prefix-tokens": ("-2", "must be a whole number >= 0, got -2"),
     "--request-rate": ("0", "must be a number > 0"),
-    "--burstiness": ("-1", "must be a number >= 0"),
+    "--burstiness": ("-1", "must be a number > 0, got '-1'"),
     "--max-concurrency": ("0", "must be a whole number >= 1, got 0"),
     "--trace-speed": ("0", "must be a number > 0"),
     "--warmup": ("later", "must be a number >= 0, got 'later'"),
