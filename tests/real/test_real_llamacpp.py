@@ -1,0 +1,38 @@
+"""EmbeddingsUser against llama-cpp-python's OpenAI-style server (0.3.36, llama.cpp compiled from its sdist, CPU)
+serving all-MiniLM-L6-v2 as a GGUF made by llama.cpp's own converter: zero failures, one vector a text, and the
+server's `usage.prompt_tokens` beside the MiniLM's own tokenizer's count (llama.cpp tokenizes the GGUF's copy of
+its WordPiece vocabulary: [CLS] and [SEP] counted, as vLLM counts them). The server sends floats only: it has
+no `encoding_format`, no /metrics and no /health.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devsupport.real import servers
+from tests.real.table import RESULTS
+from tests.support.real_cell import headless
+
+pytestmark = [pytest.mark.real, pytest.mark.timeout(servers.READY_TIMEOUT_S + 300)]
+
+# (id, options, texts per request)
+LLAMACPP_CELLS = [
+    ("embeddings-float", ["--batch-size", "1"], 1),
+    ("embeddings-float-b4", ["--batch-size", "4", "--check-vectors"], 4),
+]
+
+
+@pytest.mark.parametrize(("cell", "args", "batch"), LLAMACPP_CELLS, ids=[c[0] for c in LLAMACPP_CELLS])
+def test_llamacpp_cell(llamacpp_server, tmp_path, cell, args, batch):
+    run = headless(llamacpp_server, "EmbeddingsUser", "--input-len", "24",
+                   "--tokenizer", str(servers.model_dir("vllm")), *args, tmp=tmp_path)  # fmt: skip
+    requests_, failures = run.requests, run.failed
+    client_tokens = int(run.pooling.get("Client Tokens") or 0)
+    RESULTS.append(run.row("llama.cpp", cell, "EmbeddingsUser", client_tokens=client_tokens,
+                           server_tokens=int(run.pooling.get("Input Tokens", -1))))  # fmt: skip
+    assert run.code == 0, run.log[-3000:]
+    assert requests_ >= 3 and failures == 0, (run.failures, run.log[-2000:])
+    assert int(run.pooling["Vectors"]) == requests_ * batch
+    assert run.pooling["Token Source"] == "server", run.pooling
+    # texts of exactly 24 tokens by the MiniLM's own tokenizer: llama.cpp's count of the same texts
+    assert int(run.pooling["Input Tokens"]) == client_tokens == requests_ * batch * 24, run.pooling
