@@ -126,6 +126,7 @@ case "${1:-all}" in
     # and the MiniLM's GGUF it serves, made with the vllm venv's torch (llamacpp-venv: the compile alone)
     llamacpp) llamacpp_venv; "$0" vllm; gguf ;;
     llamacpp-venv) llamacpp_venv ;;
+    gguf) "$0" vllm; gguf ;;
     # the models are built with the vllm venv's transformers (and that venv only: no third copy of torch)
     models) "$0" vllm ;;
     all)
@@ -136,5 +137,5 @@ case "${1:-all}" in
         for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
         [[ $failed == 0 ]] && { gguf || failed=1; }
         exit "$failed" ;;
-    *) echo "usage: $0 [vllm|infinity|triton|kserve|llamacpp|models|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [vllm|infinity|triton|kserve|llamacpp|llamacpp-venv|gguf|models|all]" >&2; exit 2 ;;
 esac
