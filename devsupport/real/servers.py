@@ -34,23 +34,29 @@ URL_ENV = {
     "infinity": "POOLBENCH_REAL_INFINITY_URL",
     "infinity-binary": "POOLBENCH_REAL_INFINITY_BINARY_URL",
     "vllm-rerank": "POOLBENCH_REAL_VLLM_RERANK_URL",
-    "vllm-classify": "POOLBENCH_REAL_VLLM_CLASSIFY_URL",
     "vllm-token-classify": "POOLBENCH_REAL_VLLM_TOKEN_CLASSIFY_URL",
     "infinity-cross": "POOLBENCH_REAL_INFINITY_CROSS_URL",
     "triton": "POOLBENCH_REAL_TRITON_URL",
     "kserve": "POOLBENCH_REAL_KSERVE_URL",
+    "llamacpp": "POOLBENCH_REAL_LLAMACPP_URL",
 }
 STARTED_FIRST = ("vllm", "vllm-token", "infinity", "infinity-binary")
-"""The servers `make test-real` starts at once before the tests (most tests use them). The others are started
-by the fixtures of the one test module that uses each, one at a time, and stopped at its end: a vLLM takes
-both cores for a minute or two as it starts, and 2.3 GB as it runs (its API server, engine and worker)."""
+"""The servers `make test-real` starts at once before the tests (most tests use them)."""
+STARTED_AHEAD = ("kserve", "triton", "llamacpp", "infinity-cross", "vllm-rerank", "vllm-token-classify")
+"""The servers few tests use, in the order tests/real/conftest.py starts them in the background, all at once, as
+the session begins (the light ones first: they are ready first, and their tests run first): their starts
+overlap the tests of the servers above, which mostly wait on the network. Each is stopped after its last test.
+A vLLM takes both cores for a minute or two as it starts and 2.3 GB as it runs (its API server, engine and
+worker): all of these and the four above come to about 14 GB."""
 VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity",
-           "vllm-rerank": "vllm", "vllm-classify": "vllm", "vllm-token-classify": "vllm",
-           "infinity-cross": "infinity", "triton": "triton", "kserve": "kserve"}  # fmt: skip
+           "vllm-rerank": "vllm", "vllm-token-classify": "vllm",
+           "infinity-cross": "infinity", "triton": "triton", "kserve": "kserve", "llamacpp": "llamacpp"}  # fmt: skip
 """Which venv serves each server: the same build, started with other options."""
 MODELS_OF = {
+    # A vLLM serves one pooling task (its /pooling takes no other): the cross-encoder's, classify, gives it
+    # /rerank and /score and /classify too (one label), a start fewer than a classifier of its own; the
+    # token-classification model's, token_classify, needs a vLLM of its own
     "vllm-rerank": ["minilm-rerank"],
-    "vllm-classify": ["minilm-classify"],
     "vllm-token-classify": ["minilm-token-classify"],
     # one Infinity serves both (each request names its model): a start fewer
     "infinity-cross": ["minilm-rerank", "minilm-classify"],
@@ -70,7 +76,6 @@ EXTRA_ARGS = {
     # the first left the worker, the second made each request 5 to 13 times slower.)
     "infinity-cross": ["--no-model-warmup"],
     "vllm-rerank": ["--enforce-eager"],
-    "vllm-classify": ["--enforce-eager"],
     "vllm-token-classify": ["--enforce-eager"],
 }
 VLLM_MEMORY_SHARE = "0.4"
@@ -79,8 +84,9 @@ default, 0.92, fails for the second). On the CPU backend its KV cache is VLLM_CP
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
 
 
-HEALTH_PATH = {"triton": "/v2/models/minilm/ready", "kserve": "/v2/models/minilm/ready"}
-"""Where each server says it is ready, when not /health (Triton is ready before PyTriton has loaded its model)."""
+HEALTH_PATH = {"triton": "/v2/models/minilm/ready", "kserve": "/v2/models/minilm/ready", "llamacpp": "/v1/models"}
+"""Where each server says it is ready, when not /health (Triton is ready before PyTriton has loaded its model;
+llama-cpp-python's server has no /health: it listens once its model is loaded)."""
 TRITON_MODEL = "minilm"
 """The model devsupport/real/triton_model.py binds, and devsupport/real/kserve_model.py serves."""
 
@@ -104,6 +110,11 @@ def built_models(name: str) -> list[Path]:
     return [CACHE / "models" / model for model in MODELS_OF[name]]
 
 
+def gguf() -> Path:
+    """all-MiniLM-L6-v2 as a GGUF, made by devsupport/real/install.sh with llama.cpp's own converter."""
+    return CACHE / "gguf" / "minilm-f32.gguf"
+
+
 def install(name: str = "all") -> None:
     subprocess.run(["bash", str(HERE / "install.sh"), VENV_OF.get(name, name)], check=True)
     if name in MODELS_OF:
@@ -117,6 +128,12 @@ def command(name: str, port: int, metrics_port: int = 0) -> list[str]:
         return [python, str(HERE / "triton_model.py"), str(port), str(free_port()), str(metrics_port)]
     if name == "kserve":
         return [str(venv(name) / "bin" / "python"), str(HERE / "kserve_model.py"), str(port)]
+    if name == "llamacpp":
+        # llama-cpp-python's OpenAI-style server; the MiniLM's context is 512 tokens, and every text of a request
+        # must fit one batch (its embed() refuses a longer one): both at 512
+        return [str(venv(name) / "bin" / "python"), "-m", "llama_cpp.server", "--model", str(gguf()),
+                "--embedding", "true", "--model_alias", SERVED_MODEL, "--n_ctx", "512", "--n_batch", "512",
+                "--n_ubatch", "512", "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
     models = [str(path) for path in built_models(name)]
     model = models[0]
     extra = EXTRA_ARGS.get(name, [])
@@ -225,7 +242,7 @@ def start(name: str, timeout: float = READY_TIMEOUT_S) -> RealServer:
 def name_models(server: RealServer) -> None:
     if server.name in ("triton", "kserve"):
         server.models = [TRITON_MODEL]
-    elif VENV_OF[server.name] == "vllm":
+    elif VENV_OF[server.name] in ("vllm", "llamacpp"):
         server.models = [SERVED_MODEL]
     else:
         server.models = model_names_of(server.url)

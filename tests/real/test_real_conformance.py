@@ -94,7 +94,12 @@ VLLM_CELLS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("cell", "user_class", "args", "batch", "dtype"), VLLM_CELLS, ids=[c[0] for c in VLLM_CELLS])
+# A cell of one text a request compares the client's mean time with vLLM's: a timed test (tests/real/conftest.py
+# runs those after every server's start has ended)
+VLLM_PARAMS = [pytest.param(*c, id=c[0], marks=[pytest.mark.timing] if c[3] == 1 else []) for c in VLLM_CELLS]
+
+
+@pytest.mark.parametrize(("cell", "user_class", "args", "batch", "dtype"), VLLM_PARAMS)
 def test_vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype):
     args = [str(servers.model_dir("vllm")) if a == "MODEL" else a for a in args]
     vllm_cell(vllm_server, tmp_path, cell, user_class, args, batch, dtype)
@@ -128,13 +133,13 @@ def vllm_cell(server: RealServer, tmp_path: Path, cell: str, user_class: str, ar
 
 
 # The built models (devsupport/real/build_models.py: the MiniLM's shape, random weights), one vLLM each: a
-# cross-encoder of one label (/rerank, /score: each query-document pair one sequence), a classifier of three
-# labels (/classify), a token-classification head (/pooling token_classify: one row of 5 logits a token).
+# cross-encoder of one label (/rerank, /score: each query-document pair one sequence; /classify: one label's
+# probability a text), a token-classification head (/pooling token_classify: one row of 5 logits a token).
 # (id, fixture, User class, options, inputs per request)
 VLLM_BUILT_CELLS = [
     ("xenc-rerank", "vllm_rerank_server", "RerankUser", ["--documents", "4"], 4),
     ("xenc-score", "vllm_rerank_server", "ScoreUser", ["--documents", "4"], 4),
-    ("classify-3", "vllm_classify_server", "ClassifyUser", ["--batch-size", "4"], 4),
+    ("xenc-classify", "vllm_rerank_server", "ClassifyUser", ["--batch-size", "4"], 4),
 ]  # fmt: skip
 
 

@@ -16,7 +16,9 @@ import pytest
 
 from tests.support.locust_run import PREFLIGHT_ON, run_locust
 
-pytestmark = pytest.mark.real
+# Each compares the client's times with vLLM's, or searches a rate: timed (tests/real/conftest.py runs them after
+# every server's start has ended)
+pytestmark = [pytest.mark.real, pytest.mark.timing]
 
 if not (Path(__file__).parent / "conftest.py").exists():
     pytest.skip("needs tests/real/conftest.py (the vllm_server fixture)", allow_module_level=True)

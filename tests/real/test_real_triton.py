@@ -65,6 +65,7 @@ def test_triton_cell(triton_server, tmp_path, cell, args, batch, binary):
         assert 0 < int(run.pooling["Bytes"]) < requests_ * batch * DIM * 4
 
 
+@pytest.mark.timing  # Triton's mean latency against the client's
 def test_tritons_own_counters_and_times_reconcile_with_the_clients(triton_server, tmp_path):
     """--server-metrics on Triton's metrics port: its flavour is told by its names, its requests and inferences
     equal the client's (the run waits for every request: no gap), and its means come from its summed
