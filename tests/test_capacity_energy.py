@@ -80,7 +80,7 @@ def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_
 def test_with_two_worker_processes_the_master_reads_each_probes_energy(tmp_path):
     """The master scrapes and drives the probes. (Its first scrape, at test_start, once let Locust's second
     reset_time kill the search's driver as it began: the search ended with no probe.)"""
-    done, doc, _ = search_beside_a_dcgm_page(tmp_path, "--sweep-step-time", "3", "-t", "16s", "--processes", "2")
+    done, doc, _ = search_beside_a_dcgm_page(tmp_path, "--sweep-step-time", "1", "-t", "10s", "--processes", "2")
     assert doc["run"]["workers"] == 2
     probes = doc["capacity"]["probes"]
     assert len(probes) >= 2, done.stderr[-3000:]
