@@ -12,6 +12,7 @@ from typing import Any
 import requests
 
 from devsupport.ports import free_port
+from tests.support import zygote
 from tests.support.locust_run import ROOT, locust_argv
 
 START_TIMEOUT_S = 30.0
@@ -25,12 +26,13 @@ class WebUI:
         self.base = f"http://127.0.0.1:{self.port}"
         # A file, not a pipe: a pipe nobody reads could fill up and block locust. Closed in close().
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
+        # Forked from the suite's zygote (tests/support/zygote.py), a real process all the same.
+        self.proc = zygote.popen(
             locust_argv(locustfile, *("--web-host", "127.0.0.1", "--web-port", str(self.port)), *args),
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
             # Ctrl+C as a terminal delivers it: a shell's background job (`(cmd &)`, as one CI launch
             # was) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            sigint_default=True,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
