@@ -38,7 +38,9 @@ class WebUI:
         while True:
             assert self.proc.poll() is None, self.log()
             try:
-                requests.get(self.base, timeout=5)
+                # Its JSON, not its page: Locust builds the page's option list in time cubic in the options (0.3 s
+                # of CPU a page with the plugin's), and on a busy machine each probe that timed out queued another.
+                requests.get(f"{self.base}/stats/requests", timeout=5)
                 return
             # not listening yet, or (on a busy machine) listening but not yet answering
             except (requests.ConnectionError, requests.Timeout):
