@@ -26,6 +26,7 @@ from poolbench_locust.charts.figures import POOLING_CHARTS, knee_charts
 from poolbench_locust.metrics import pooling_reports
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.history import MAX_SAMPLES, WINDOW_COLUMNS, WINDOW_SECONDS, history_of, take_sample
+from tests.support import zygote
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, locust_argv, run_locust
 
@@ -305,7 +306,7 @@ def test_a_history_longer_than_its_bound_still_draws_within_the_bound():
 def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
     mock = mock_server_factory("--ttfb-ms", "5", "--body-ms", "5")
     port, web_port = str(free_port()), free_port()
-    worker = subprocess.Popen(
+    worker = zygote.popen(
         locust_argv(
             "locustfiles/embeddings.py", *("--input-len", "6", "--worker", "--master-port", port), host=mock.url
         ),
@@ -313,7 +314,7 @@ def test_a_master_draws_live_the_figures_its_worker_counts(mock_server_factory):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    master = subprocess.Popen(
+    master = zygote.popen(
         locust_argv(
             "locustfiles/embeddings.py",
             *("--input-len", "6", "--master", "--master-bind-port", port, "--expect-workers", "1"),

@@ -24,6 +24,7 @@ from poolbench_locust.consistency.measures import Comparison, compare_scores, co
 from poolbench_locust.consistency.state import consistency_of
 from poolbench_locust.exporter import series
 from poolbench_locust.exporter.prometheus_endpoint import Exporter
+from tests.support import zygote
 from tests.support.harness import options
 from tests.support.locust_run import CONSISTENCY_ON, ROOT, locust_argv, run_locust, wait_for_log
 from tests.support.webui import WebUI
@@ -257,7 +258,7 @@ def test_a_run_s_endpoint_serves_what_the_json_result_holds(mock_server_factory,
         json_result=tmp_path / "result.json",
     )
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
+        proc = zygote.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
     try:
         wait_for_log(log, "for a last scrape", proc, 60)
         text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text

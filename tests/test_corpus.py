@@ -23,9 +23,20 @@ from tests.support.harness import Run, failure_text, options
 from tests.support.hostile import HostileServer, response, serve_requests
 from tests.support.recording_server import answer_for
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-datasets = pytest.importorskip("datasets")
+pa: Any = None
+pq: Any = None
+datasets: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _arrow_and_datasets() -> None:
+    """pyarrow and datasets (skipped without them), imported for this module's first test, not at its import:
+    every xdist worker imports each test module to collect it, and these two cost 1.5 s of CPU."""
+    global pa, pq, datasets
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    datasets = pytest.importorskip("datasets")
+
 
 TEXTS = ["plain words", "ünïcödé and emoji 🚀", "  spaces kept  ", 'a "quoted" line, with commas']
 PAIRS = [

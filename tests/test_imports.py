@@ -7,6 +7,7 @@ The layer order is written here once, and docs/architecture.md shows it in the s
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 import shutil
@@ -205,37 +206,41 @@ def rooms_importing_each_other(edges: dict[str, set[str]]) -> list[str]:
     ]
 
 
-GRAPH = graph()
+@functools.cache
+def package_graph() -> dict[str, set[str]]:
+    """The package's import graph, read by the first test that asks: not at import, which every xdist worker pays
+    to collect this module (a second of CPU each)."""
+    return graph()
 
 
 def test_every_module_imports():
-    for name in GRAPH:
+    for name in package_graph():
         if name.endswith("__main__"):
             continue
         importlib.import_module(name)
-    assert {"poolbench_locust.engine.user", "poolbench_locust.plugin", "poolbench_locust.store"} <= set(GRAPH)
+    assert {"poolbench_locust.engine.user", "poolbench_locust.plugin", "poolbench_locust.store"} <= set(package_graph())
 
 
 def test_every_module_has_a_layer():
-    for name in GRAPH:
+    for name in package_graph():
         layer_of(name)
 
 
 def test_no_import_cycle():
-    assert cycles(GRAPH) == []
+    assert cycles(package_graph()) == []
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    assert upward_edges(GRAPH) == []
+    assert upward_edges(package_graph()) == []
 
 
 def test_no_two_rooms_import_each_other():
-    assert rooms_importing_each_other(GRAPH) == []
+    assert rooms_importing_each_other(package_graph()) == []
 
 
 def test_the_wiring_modules_are_leaves():
-    importers = {m: {s for s, targets in GRAPH.items() if m in targets} for m in WIRING}
-    assert set(importers) <= set(GRAPH), "a wiring module named in LAYERS is gone"
+    importers = {m: {s for s, targets in package_graph().items() if m in targets} for m in WIRING}
+    assert set(importers) <= set(package_graph()), "a wiring module named in LAYERS is gone"
     assert {m: i for m, i in importers.items() if i != {"poolbench_locust.plugin"}} == {}
 
 
@@ -277,7 +282,7 @@ def test_two_rooms_that_import_each_other_are_found(tmp_path):
     body = copy / "engine" / "failure_messages.py"
     body.write_text(body.read_text() + "\ndef later():\n    from poolbench_locust.metrics import histogram\n")
     planted = graph(copy)
-    assert cycles(planted) == cycles(GRAPH)
+    assert cycles(planted) == cycles(package_graph())
     found = [line for line in rooms_importing_each_other(planted) if line.startswith("engine and metrics ")]
     planted_edge = "poolbench_locust.engine.failure_messages -> poolbench_locust.metrics.histogram"
     assert len(found) == 1 and planted_edge in found[0]

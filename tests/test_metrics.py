@@ -16,6 +16,7 @@ from devsupport.ports import free_port
 from poolbench_locust.metrics import collector
 from poolbench_locust.metrics.collector import PoolingStats
 from poolbench_locust.metrics.table import rows
+from tests.support import zygote
 from tests.support.locust_run import LOAD, ROOT, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
 
@@ -24,7 +25,7 @@ def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, 
     prefix = tmp_path / "dist"
     port = str(free_port())
     workers = [
-        subprocess.Popen(
+        zygote.popen(
             locust_argv("locustfiles/demo.py", *LOAD, *("--worker", "--master-port", port), host=mock_server.url),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -95,7 +96,7 @@ def test_one_process_html_report_holds_the_pooling_table(mock_server, tmp_path):
 
 def test_web_ui_shows_the_pooling_rows_live(mock_server):
     port = free_port()
-    proc = subprocess.Popen(
+    proc = zygote.popen(
         locust_argv(
             "locustfiles/embeddings.py",
             *(*LOAD, "--web-host", "127.0.0.1", "--web-port", str(port), "--autostart"),

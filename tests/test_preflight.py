@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from devsupport.ports import free_port
+from tests.support import zygote
 from tests.support.locust_run import PREFLIGHT_ON, ROOT, csv_rows, locust_argv, run_locust
 from tests.support.process_servers import served
 
@@ -113,7 +114,7 @@ def test_a_web_ui_run_is_checked_when_its_form_starts_it(mock_server, tmp_path):
 
     port = free_port()
     log = (tmp_path / "locust.log").open("w+")
-    proc = subprocess.Popen(
+    proc = zygote.popen(
         locust_argv(
             "locustfiles/embeddings.py",
             "--endpoint-path",

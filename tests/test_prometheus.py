@@ -24,6 +24,7 @@ from poolbench_locust.exporter import series
 from poolbench_locust.exporter.prometheus_endpoint import Exporter
 from poolbench_locust.metrics.collector import SOURCES, Entry, stats_of
 from poolbench_locust.metrics.histogram import Histogram
+from tests.support import zygote
 from tests.support.grafana_dashboard import LINGER_S, assert_the_dashboard_has_data
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, csv_rows, locust_argv, run_locust, wait_for_log
@@ -51,7 +52,7 @@ def test_prometheus_query_results_equal_the_pooling_csv(mock_server: Any, tmp_pa
             csv=tmp_path / "run",
         )
         with log.open("wb") as out:
-            proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            proc = zygote.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             wait_for_log(log, "for a last scrape", proc, RUN_TIMEOUT_S)
             time.sleep(3)  # three scrapes of the final figures

@@ -26,6 +26,7 @@ from poolbench_locust import EmbeddingsUser
 from poolbench_locust.options import ALL_OPTIONS, BY_FLAG, Settings, Span
 from poolbench_locust.webform import layout as webform
 from poolbench_locust.webform import validation
+from tests.support import zygote
 from tests.support.bad_values import BAD_VALUES
 from tests.support.harness import options
 from tests.support.locust_run import ROOT, locust_argv
@@ -129,7 +130,7 @@ CHROMIUM = shutil.which("chromium")
 @pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
 def test_in_a_browser_the_form_shows_the_groups_in_order_with_human_labels(mock_server):
     port = free_port()
-    proc = subprocess.Popen(
+    proc = zygote.popen(
         locust_argv(
             "locustfiles/embeddings.py", *("--web-host", "127.0.0.1", "--web-port", str(port)), host=mock_server.url
         ),

@@ -137,7 +137,7 @@ def run_locust(
     )
 
 
-def wait_for_log(path: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_for_log(path: Path, text: str, proc: zygote.Forked | subprocess.Popen[bytes], timeout: float) -> None:
     """Wait until a running Locust (`proc`) has written `text` to its log; fail if it ends first or takes longer."""
     deadline = time.monotonic() + timeout
     while text not in path.read_text(errors="replace"):

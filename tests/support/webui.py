@@ -12,6 +12,7 @@ from typing import Any
 import requests
 
 from devsupport.ports import free_port
+from tests.support import zygote
 from tests.support.locust_run import ROOT, locust_argv
 
 START_TIMEOUT_S = 30.0
@@ -25,18 +26,21 @@ class WebUI:
         self.base = f"http://127.0.0.1:{self.port}"
         # A file, not a pipe: a pipe nobody reads could fill up and block locust. Closed in close().
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
+        # Forked from the suite's zygote (tests/support/zygote.py), a real process all the same.
+        self.proc = zygote.popen(
             locust_argv(locustfile, *("--web-host", "127.0.0.1", "--web-port", str(self.port)), *args),
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
             # Ctrl+C as a terminal delivers it: a shell's background job (`(cmd &)`, as one CI launch
             # was) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            sigint_default=True,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             assert self.proc.poll() is None, self.log()
             try:
-                requests.get(self.base, timeout=5)
+                # Its JSON, not its page: Locust builds the page's option list in time cubic in the options (0.3 s
+                # of CPU a page with the plugin's), and on a busy machine each probe that timed out queued another.
+                requests.get(f"{self.base}/stats/requests", timeout=5)
                 return
             # not listening yet, or (on a busy machine) listening but not yet answering
             except (requests.ConnectionError, requests.Timeout):
