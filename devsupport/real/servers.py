@@ -34,6 +34,7 @@ URL_ENV = {
     "infinity": "POOLBENCH_REAL_INFINITY_URL",
     "infinity-binary": "POOLBENCH_REAL_INFINITY_BINARY_URL",
     "vllm-rerank": "POOLBENCH_REAL_VLLM_RERANK_URL",
+    "vllm-classify": "POOLBENCH_REAL_VLLM_CLASSIFY_URL",
     "vllm-token-classify": "POOLBENCH_REAL_VLLM_TOKEN_CLASSIFY_URL",
     "infinity-cross": "POOLBENCH_REAL_INFINITY_CROSS_URL",
     "triton": "POOLBENCH_REAL_TRITON_URL",
@@ -42,21 +43,24 @@ URL_ENV = {
 }
 STARTED_FIRST = ("vllm", "vllm-token", "infinity", "infinity-binary")
 """The servers `make test-real` starts at once before the tests (most tests use them)."""
-STARTED_AHEAD = ("kserve", "triton", "llamacpp", "infinity-cross", "vllm-rerank", "vllm-token-classify")
+STARTED_AHEAD = (
+    "kserve", "triton", "llamacpp", "infinity-cross", "vllm-rerank", "vllm-classify", "vllm-token-classify"
+)  # fmt: skip
 """The servers few tests use, in the order tests/real/conftest.py starts them in the background, all at once, as
 the session begins (the light ones first: they are ready first, and their tests run first): their starts
 overlap the tests of the servers above, which mostly wait on the network. Each is stopped after its last test.
 A vLLM takes both cores for a minute or two as it starts and 2.3 GB as it runs (its API server, engine and
-worker): all of these and the four above come to about 14 GB."""
+worker): all of these and the four above come to about 16 GB."""
 VENV_OF = {"vllm": "vllm", "vllm-token": "vllm", "infinity": "infinity", "infinity-binary": "infinity",
-           "vllm-rerank": "vllm", "vllm-token-classify": "vllm",
+           "vllm-rerank": "vllm", "vllm-classify": "vllm", "vllm-token-classify": "vllm",
            "infinity-cross": "infinity", "triton": "triton", "kserve": "kserve", "llamacpp": "llamacpp"}  # fmt: skip
 """Which venv serves each server: the same build, started with other options."""
 MODELS_OF = {
     # A vLLM serves one pooling task (its /pooling takes no other): the cross-encoder's, classify, gives it
-    # /rerank and /score and /classify too (one label), a start fewer than a classifier of its own; the
-    # token-classification model's, token_classify, needs a vLLM of its own
+    # /rerank and /score and /classify too (one label); the three-label classifier's /classify (several labels
+    # a text, as classifiers are) and the token-classification model's token_classify need a vLLM each
     "vllm-rerank": ["minilm-rerank"],
+    "vllm-classify": ["minilm-classify"],
     "vllm-token-classify": ["minilm-token-classify"],
     # one Infinity serves both (each request names its model): a start fewer
     "infinity-cross": ["minilm-rerank", "minilm-classify"],
@@ -76,6 +80,7 @@ EXTRA_ARGS = {
     # the first left the worker, the second made each request 5 to 13 times slower.)
     "infinity-cross": ["--no-model-warmup"],
     "vllm-rerank": ["--enforce-eager"],
+    "vllm-classify": ["--enforce-eager"],
     "vllm-token-classify": ["--enforce-eager"],
 }
 VLLM_MEMORY_SHARE = "0.4"

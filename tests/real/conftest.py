@@ -34,6 +34,7 @@ SERVER_OF_FIXTURE = {
     "infinity_server": "infinity",
     "infinity_binary_server": "infinity-binary",
     "vllm_rerank_server": "vllm-rerank",
+    "vllm_classify_server": "vllm-classify",
     "vllm_token_classify_server": "vllm-token-classify",
     "infinity_cross_server": "infinity-cross",
     "triton_server": "triton",
@@ -190,6 +191,12 @@ def infinity_binary_server() -> Iterator[RealServer]:
 def vllm_rerank_server() -> RealServer:
     """vLLM 0.32.0 (CPU) serving the built cross-encoder (one label, random weights): /rerank, /score, /classify."""
     return AHEAD("vllm-rerank")
+
+
+@pytest.fixture
+def vllm_classify_server() -> RealServer:
+    """vLLM 0.32.0 (CPU) serving the built three-label classifier: /classify."""
+    return AHEAD("vllm-classify")
 
 
 @pytest.fixture

@@ -134,12 +134,14 @@ def vllm_cell(server: RealServer, tmp_path: Path, cell: str, user_class: str, ar
 
 # The built models (devsupport/real/build_models.py: the MiniLM's shape, random weights), one vLLM each: a
 # cross-encoder of one label (/rerank, /score: each query-document pair one sequence; /classify: one label's
-# probability a text), a token-classification head (/pooling token_classify: one row of 5 logits a token).
+# probability a text), a classifier of three labels (/classify), a token-classification head (/pooling
+# token_classify: one row of 5 logits a token).
 # (id, fixture, User class, options, inputs per request)
 VLLM_BUILT_CELLS = [
     ("xenc-rerank", "vllm_rerank_server", "RerankUser", ["--documents", "4"], 4),
     ("xenc-score", "vllm_rerank_server", "ScoreUser", ["--documents", "4"], 4),
     ("xenc-classify", "vllm_rerank_server", "ClassifyUser", ["--batch-size", "4"], 4),
+    ("classify-3", "vllm_classify_server", "ClassifyUser", ["--batch-size", "4"], 4),
 ]  # fmt: skip
 
 
