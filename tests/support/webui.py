@@ -34,6 +34,15 @@ class WebUI:
             # was) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
             sigint_default=True,
         )  # fmt: skip
+        try:
+            self._wait_until_it_answers()
+        except BaseException:
+            # a web UI that never answered is stopped here: no caller holds it to close (such runs were left
+            # serving after their tests had failed on a busy machine)
+            self.close()
+            raise
+
+    def _wait_until_it_answers(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             assert self.proc.poll() is None, self.log()
