@@ -189,7 +189,16 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     # the server's own evidence, from --server-metrics: its queue, quoted at the answer and the bound, far
     # longer where the rate overloaded it than at the first probe
     waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
-    assert f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}" in answer
+    running = {p["rate"]: p["server_running"] for p in capacity["probes"]}
+    if max(waiting[passed], waiting[failed]) >= 0.5:
+        assert (
+            f"its own queue held {waiting[passed]:,.1f} requests at {passed:,.1f}/s and {waiting[failed]:,.1f}"
+            in answer
+        )
+    else:  # a bound that failed by a hair, its queue as empty as the answer's (a CI run: 0.4 and 0.3): the slots said
+        assert (
+            f"nothing waited in its queue; it ran {running[passed]:,.1f} requests at once at {passed:,.1f}/s" in answer
+        )
     assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 5
     # the chart of the probes beside the CSV: attainment and p99 against the rate, every probe marked
     image = (tmp_path / "cap_capacity.svg").read_text()
