@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import statistics
 from contextlib import AbstractContextManager
 
 import jsonschema
@@ -135,7 +137,13 @@ def test_without_slo_the_run_stops_at_start_before_any_request(mock_server):
 
 # ---- whole searches --------------------------------------------------------------------------------------
 
-SLOTS, SERVICE_MS, SLO_MS = 4, 20.0, 60.0
+# Sixteen slots x 100 ms, 95 % within 150 ms: a knee sharp enough that 6 s probes find it within 10 % in 99 % of
+# searches (python -m tests.support.capacity_montecarlo 16 100 150 80 6 --attainment 0.95: 1.0 % missed); of 4 x 20 ms
+# at 99 % within 60 ms, 15.0 % missed (a CI run: 137.5/s where 153.1 was computed), and a fixed 6 ms of the client's
+# own moved that answer 4 % (this one's 2 %).
+SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT = 16, 100.0, 150.0, 0.95
+SLO = f"e2e_ms={SLO_MS:g}"
+TARGET = ("--slo", SLO, "--capacity-attainment", f"{ATTAINMENT:g}")
 
 
 def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
@@ -155,20 +163,21 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
 
 
 @pytest.mark.timing
-@pytest.mark.alone
+@pytest.mark.searches
 def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
-    """4 slots x 20 ms serve 200/s; with Poisson arrivals 99 % finish within 60 ms up to about 153/s.
+    """16 slots x 100 ms serve 160/s; with Poisson arrivals 95 % finish within 150 ms up to about 136.9/s.
 
     Probes of 6 s: near the knee the queue takes seconds to reach its steady state, and a 3 s probe that
-    starts from a calmer one passed at 168.75/s (99.0 %) where the steady state meets 94.5 % (twice in the full
-    suite, once the client got cheaper: issue 33)."""
-    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
-    assert 145 < computed < 160
+    starts from a calmer one passes where the steady state fails (of 4 x 20 ms at 99 %, 168.75/s passed at 99.0 %
+    where the steady state meets 94.5 %: issue 33)."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT)
+    assert 130 < computed < 145
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "6"),
+            *TARGET,
+            *("--capacity-start-rate", "80", "--sweep-step-time", "6"),
             *("--server-metrics-interval", "0.5"),  # its /metrics: the requests waiting for a slot
         )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -177,7 +186,9 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     assert capacity["requests_per_s"] == pytest.approx(computed, rel=0.10), capacity["answer"]
     assert capacity["input_tokens_per_s"] == pytest.approx(6 * capacity["measured_requests_per_s"], rel=0.01)
     # one CSV row a probe, as in the JSON result; the bracket is within the precision
-    assert [float(r["Target Requests/s"]) for r in rows] == [p["rate"] for p in capacity["probes"]]
+    assert [float(r["Target Requests/s"]) for r in rows] == pytest.approx(
+        [p["rate"] for p in capacity["probes"]], abs=0.01
+    )
     passed = max(p["rate"] for p in capacity["probes"] if p["passed"])
     failed = min(p["rate"] for p in capacity["probes"] if not p["passed"])
     assert passed == capacity["requests_per_s"] and failed - passed <= 0.05 * passed
@@ -185,7 +196,7 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
     # the console: the probe table and its one answer line
     answer = next(line for line in done.stderr.splitlines() if line.startswith("Capacity: "))
     assert f"Capacity: {passed:,.1f} requests/s" in answer and "limited by the server" in answer
-    assert "within e2e_ms=60" in answer and "Capacity search over after" in done.stderr
+    assert f"within {SLO}" in answer and "Capacity search over after" in done.stderr
     # the server's own evidence, from --server-metrics: its queue, quoted at the answer and the bound, far
     # longer where the rate overloaded it than at the first probe
     waiting = {p["rate"]: p["server_waiting"] for p in capacity["probes"]}
@@ -199,24 +210,44 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
         assert (
             f"nothing waited in its queue; it ran {running[passed]:,.1f} requests at once at {passed:,.1f}/s" in answer
         )
-    assert waiting[50.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 5
+    assert waiting[80.0] < 0.5 and max(w for w in waiting.values() if w is not None) > 5
     # the chart of the probes beside the CSV: attainment and p99 against the rate, every probe marked
     image = (tmp_path / "cap_capacity.svg").read_text()
-    assert "Capacity: attainment" in image and "Capacity: E2E p99" in image and "SLO e2e_ms=60" in image
+    assert "Capacity: attainment" in image and "Capacity: E2E p99" in image and f"SLO {SLO}" in image
     assert all(f">#{n}<" in image for n in range(1, len(rows) + 1)), image[:2000]
     jsonschema.validate(doc, result_schema())  # schema.json holds the document's own keys: the rooms' merged in
 
 
 @pytest.mark.timing
-@pytest.mark.alone
+@pytest.mark.searches
+def test_after_a_probe_that_overloaded_the_server_the_next_starts_from_an_empty_queue(tmp_path):
+    """4 slots x 40 ms (100/s): the probe at 120/s leaves about 60 requests queued at the server; the next, at 90/s,
+    meets 300 ms for 99.8 % of requests in the steady state. Had its arrivals joined that queue, it would drain at
+    10/s through the probe's settle and window, and fail (a CI run: a 75/s probe after one at 100/s of this server
+    met 89.7 % within 120 ms, where the steady state meets 99.3 %)."""
+    with slots_server(4, 40.0) as url:
+        done, _, doc = search_run(
+            url,
+            tmp_path,
+            *("--slo", "e2e_ms=300", "--capacity-attainment", "0.95", "--capacity-start-rate", "60"),
+            *("--sweep-step-time", "2", "--server-metrics", "off"),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = doc["capacity"]["probes"][:3]
+    assert [(p["rate"], p["passed"]) for p in first] == [(60.0, True), (120.0, False), (90.0, True)], first
+
+
+@pytest.mark.timing
+@pytest.mark.searches
 def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answer(tmp_path):
     """The same server, the search driven by a master over 2 worker processes (each takes half the rate)."""
-    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT)
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "50", "--sweep-step-time", "5"),
+            *TARGET,
+            *("--capacity-start-rate", "80", "--sweep-step-time", "6"),
             *("--processes", "2", "--server-metrics", "off"),
         )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -256,7 +287,7 @@ def test_the_run_time_caps_a_search_and_the_answer_says_it_was_cut_short(tmp_pat
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", "e2e_ms=60", "--capacity-start-rate", "10", "--sweep-step-time", "1"),
+            *("--slo", SLO, "--capacity-start-rate", "10", "--sweep-step-time", "1"),
             *("--server-metrics", "off", "-t", "5s"),
         )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -302,17 +333,22 @@ def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
 
 
 @pytest.mark.timing
-@pytest.mark.alone
+@pytest.mark.searches
 @pytest.mark.timeout(450)
 def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
-    """--repeat 5 --find-capacity: five independent searches of the 4 x 20 ms server; the 95 % interval of
-    their answers holds the computed capacity."""
-    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, 0.99)
+    """--repeat 5 --find-capacity: five independent searches of the 16 x 100 ms server; the run's 95 % interval is
+    Student's of their answers, and the answers centre on the computed capacity: their 99.9 % interval holds it.
+
+    Asked of the 95 % interval, the test would fail in 1 run of 20 by that interval's own definition, more with
+    2 s probes' spread (python -m tests.support.capacity_montecarlo 16 100 150 80 2 --attainment 0.95 --repeat 5:
+    15.0 % of runs; of the 99.9 % interval, 0.3 %)."""
+    computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT)
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", f"e2e_ms={SLO_MS:g}", "--capacity-start-rate", "80", "--sweep-step-time", "2"),
+            *TARGET,
+            *("--capacity-start-rate", "80", "--sweep-step-time", "2"),
             *("--server-metrics", "off", "--repeat", "5"),
             timeout=400,
         )
@@ -321,7 +357,9 @@ def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     answers = [s["requests_per_s"] for s in capacity["searches"]]
     assert len(answers) == 5 and all(s["limited_by"] == SERVER for s in capacity["searches"]), capacity["answer"]
     low, high = capacity["requests_per_s_ci95"]
-    assert low <= computed <= high, (answers, low, high, computed)
+    mean, spread = statistics.fmean(answers), statistics.stdev(answers) / math.sqrt(5)
+    assert [low, high] == pytest.approx([mean - 2.776 * spread, mean + 2.776 * spread], abs=0.01)  # t(0.975, 4)
+    assert mean - 8.610 * spread <= computed <= mean + 8.610 * spread, (answers, computed)  # t(0.9995, 4)
     # each repeat at the JSON result's top level is one search, its figure the search's answer
     assert [r["requests_per_s"] for r in doc["repeats"]] == answers and doc["requests_per_s_ci95"] == [low, high]
     assert {int(r["Search"]) for r in rows} == {1, 2, 3, 4, 5}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,37 @@ def test_open_loop_arrival_gaps_have_the_asked_mean_and_shape():
         gaps = [b - a for a, b in itertools.pairwise(dues)]
         assert fmean(gaps) == pytest.approx(1 / 4000, rel=0.08)
         assert pstdev(gaps) / fmean(gaps) == pytest.approx(burstiness**-0.5, rel=0.12)  # gamma: CV = 1/sqrt(k)
+
+
+def test_a_paused_schedule_sends_nothing_and_resumes_from_its_new_rate_without_a_burst():
+    """A capacity probe that failed pauses the arrivals while the server's backlog ends (capacity_shape.py): none
+    falls due in the pause, and the first after it is one gap of the new rate away, not the pause's arrears."""
+    import gevent
+
+    from poolbench_locust.options import Settings
+    from poolbench_locust.workload.arrival import OpenLoop
+
+    class Env:
+        runner = None
+        parsed_options = None
+
+    loop = OpenLoop()
+    loop.reset(seed=1)
+    settings = Settings(request_rate=1000.0, burstiness=25.0)  # gaps of 1 ms give or take a fifth
+    [loop.next_arrival(Env(), settings) for _ in range(5)]
+    loop.pause()
+    scheduled = loop.tally.scheduled
+    gevent.sleep(0.2)  # 200 arrivals' worth of time
+    assert loop.tally.scheduled - scheduled <= 1  # the one whose gap was drawn before the pause, at most
+    loop.drop_due()
+    loop.rate_override = 100.0
+    loop.resume()
+    resumed = time.perf_counter()
+    due = [loop.next_arrival(Env(), settings) for _ in range(3)]
+    loop.reset()
+    assert all(arrival is not None for arrival in due)
+    first, last = due[0][0], due[-1][0]  # type: ignore[index]
+    assert resumed < first < resumed + 0.03 and last - first == pytest.approx(0.02, rel=0.3)  # 10 ms gaps
 
 
 @pytest.mark.timing

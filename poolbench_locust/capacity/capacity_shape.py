@@ -28,7 +28,7 @@ from poolbench_locust.lifecycle import exit_early
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.metrics.checks import EXIT_CODE
 from poolbench_locust.options import OptionError, Settings, settings_of
-from poolbench_locust.workload.arrival import DROP_DUE_MESSAGE, RATE_MESSAGE
+from poolbench_locust.workload.arrival import DROP_DUE_MESSAGE, PAUSE_MESSAGE, RATE_MESSAGE
 
 logger = logging.getLogger("poolbench_locust")
 console = logging.getLogger("locust.stats_logger")
@@ -87,6 +87,7 @@ class CapacityShape(LoadTestShape):
         """With --ab-host, whose probe measures now ("A" or "B")."""
         self._last_lane: Lane | None = None
         """The lane of the probe before: its host's requests still in flight end before the other host's probe."""
+        self._last_probe: Probe | None = None
 
     @property
     def searches(self) -> Searches:
@@ -177,6 +178,7 @@ class CapacityShape(LoadTestShape):
         probe = self._probe(lane, number, rate)
         self.current = self.current_side = None
         lane.outcome.probes.append(probe)
+        self._last_probe = probe
         logger.info(
             "Capacity probe %s%d: %.1f requests/s %s (limited by %s)%s",
             lane.prefix,
@@ -193,10 +195,18 @@ class CapacityShape(LoadTestShape):
     def _probe(self, lane: Lane, number: int, rate: float) -> Probe:
         runner = self.runner
         assert runner is not None
+        previous, drained = self._last_lane, False
+        if previous is not None and self._last_probe is not None and not self._last_probe.passed:
+            # A failed probe may have left a queue at the server: it ends, no arrival joining it, before this
+            # probe's rate starts. Without it, a 75/s probe after one at 100/s of a server of 100/s drained the
+            # backlog through its settle period and failed where the steady state passes (a CI run).
+            runner.send_message(PAUSE_MESSAGE)
+            self._drain(previous)
+            drained = True
         if lane.side is not None:  # every scheduled request of this probe to its host alone
             send_route(runner, lane.side)
         runner.send_message(RATE_MESSAGE, rate)
-        if (previous := self._last_lane) is not None and previous is not lane:
+        if previous is not None and previous is not lane and not drained:
             self._drain(previous)
             runner.send_message(DROP_DUE_MESSAGE)  # what queued meanwhile is no probe's load
         self._last_lane = lane
@@ -230,10 +240,10 @@ class CapacityShape(LoadTestShape):
         return judge(probe, self.settings)
 
     def _drain(self, lane: Lane) -> None:
-        """Wait until the other host's requests still in flight have ended (its count of requests stopped
-        growing), at most --request-timeout: an overloaded probe's backlog at that host holds users, and the
-        next probe, of this host, would be measured short of them."""
-        last = lane.outcome.probes[-1] if lane.outcome.probes else None
+        """Wait until the lane's requests still in flight have ended (its host's count of requests stopped
+        growing), at most --request-timeout: an overloaded probe's backlog at that host holds users and the
+        server's slots, and the next probe would be measured short of them."""
+        last = self._last_probe
         held_s = (last.e2e_p50_ms or 0.0) / 1000 if last is not None else 0.0
         quiet = max(DRAIN_CHECK_S, 2 * held_s)  # no request of that host ended for twice its usual time
         deadline = time.monotonic() + self.settings.request_timeout

@@ -35,6 +35,9 @@ from poolbench_locust.store import Slot
 
 RATE_MESSAGE = "poolbench_rate"
 DROP_DUE_MESSAGE = "poolbench_drop_due"
+PAUSE_MESSAGE = "poolbench_pause"
+"""No arrivals until the next RATE_MESSAGE (capacity/capacity_shape.py: an overloaded probe's backlog at the
+server ends before the next probe begins)."""
 USERS_MESSAGE = "poolbench_users"
 """The master's users (-u, or its web form's Users) to every worker at test_start, before Locust's spawn
 messages: a worker's share of the rate is its users over that total. Its own -u is its command line's
@@ -109,6 +112,16 @@ class OpenLoop:
         self.in_flight = 0
         self._freed = Event()
         self._rng = random.Random(seed)
+        self._going = Event()
+        """Clear while paused: the rate's arrivals wait for the next rate."""
+        self._going.set()
+
+    def pause(self) -> None:
+        """No arrival of the rate falls due until `resume` (the one the dispatcher waits for may still)."""
+        self._going.clear()
+
+    def resume(self) -> None:
+        self._going.set()
 
     def _share(self, environment: Any) -> float:
         runner = environment.runner
@@ -120,6 +133,9 @@ class OpenLoop:
         due = perf_counter()
         while True:
             yield due, None
+            if not self._going.is_set():  # paused: the schedule goes on from the moment it resumes, no burst
+                self._going.wait()
+                due = perf_counter()
             rate = (self.rate_override or settings.request_rate or 1.0) * self._share(environment)
             due += self._rng.gammavariate(settings.burstiness, 1.0 / (rate * settings.burstiness))
 
@@ -215,7 +231,12 @@ def open_loop_of(environment: Any) -> OpenLoop:
 
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     def set_rate(msg: Any, **_: Any) -> None:  # a sweep step on the master changes every process's rate
-        open_loop_of(environment).rate_override = float(msg.data)
+        schedule = open_loop_of(environment)
+        schedule.rate_override = float(msg.data)
+        schedule.resume()
+
+    def pause(msg: Any, **_: Any) -> None:
+        open_loop_of(environment).pause()
 
     def drop_due(msg: Any, **_: Any) -> None:  # a capacity probe ended: its backlog is not the next one's
         open_loop_of(environment).drop_due()
@@ -227,6 +248,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     if runner is not None and hasattr(runner, "register_message"):
         runner.register_message(RATE_MESSAGE, set_rate)
         runner.register_message(DROP_DUE_MESSAGE, drop_due)
+        runner.register_message(PAUSE_MESSAGE, pause)
         runner.register_message(USERS_MESSAGE, set_users)
 
 
