@@ -82,6 +82,14 @@ def test_a_probe_passes_when_attainment_failures_and_the_rate_sent_all_hold():
     assert judge(probe(failures=8, good=392), settings("--capacity-attainment", "0.9", "--check-fail-ratio", "0.05"))
 
 
+def test_one_arrival_still_in_dispatch_at_a_short_probes_end_fails_nothing():
+    """A probe of 15 arrivals at 10/s: one not yet taken by a user when the window closed is 93.3 % sent, no
+    schedule missed (pacing's MIN_SHORTFALL); two short are."""
+    assert judge(probe(rate=10.0, seconds=1.5, requests=14, good=14, scheduled=15, sent=14), settings()).passed
+    two_short = judge(probe(rate=10.0, seconds=1.5, requests=13, good=13, scheduled=15, sent=13), settings())
+    assert not two_short.passed and "the client sent 86.7 % of its schedule" in two_short.why
+
+
 def test_a_client_that_fell_behind_is_the_limit_unless_the_server_was_slow_too():
     fast_server = judge(probe(sent=300, good=300, requests=300, ttfb_p99_ms=25.0), settings())
     assert not fast_server.passed and fast_server.limited_by == CLIENT

@@ -330,7 +330,9 @@ def judge(probe: Probe, settings: Settings) -> Probe:
         why.append(f"{100 * attainment:.1f} % of requests met {slo} (needs {100 * settings.capacity_attainment:g} %)")
     if fail_ratio is not None and fail_ratio > max_fail:
         why.append(f"{100 * fail_ratio:.1f} % failed (at most {100 * max_fail:g} %)")
-    if sent_ratio is not None and sent_ratio < SENT_RATIO:
+    if sent_ratio is not None and sent_ratio < SENT_RATIO and probe.scheduled - probe.sent >= MIN_SHORTFALL:
+        # pacing's rule: one arrival still in dispatch at the window's end is no schedule missed (a CI run: 14 of
+        # 15 at 10/s, 93.3 %, failed a probe whose server answered all within its objective)
         why.append(f"the client sent {100 * sent_ratio:.1f} % of its schedule")
     if probe.starved:
         share = probe.dispatched_late / max(probe.scheduled, 1)
