@@ -25,6 +25,7 @@ from poolbench_locust.consistency import consistency_report
 from poolbench_locust.cost import cost_report
 from poolbench_locust.engine import failure_messages
 from poolbench_locust.exporter import prometheus_endpoint
+from poolbench_locust.final_reports import master_quit
 from poolbench_locust.json_sections import ResultEvents, result_events
 from poolbench_locust.locust_pages import PageEvents, page_events
 from poolbench_locust.metrics import clientload, inputs_summary, locust_state, pooling_reports, tokengap
@@ -58,6 +59,7 @@ def setup(events: Events, pages: PageEvents, results: ResultEvents) -> None:
     # one at a time before the users start; then every answer that carries a reference is compared.
     consistency_report.setup(events, pages, results)
     stop_timeout.setup(events)
+    master_quit.setup(events)  # a distributed run's master waits (bounded) for its workers' final reports
     # --max-requests: ends the run at a count of Locust's stats, as -t ends it (the start checks refuse a bad N first).
     max_requests.setup(events)
     # A trace's share of each worker, sent at test_start (before Locust's spawn messages) once the

@@ -102,7 +102,10 @@ def test_with_two_workers_the_master_s_steps_hold_their_workers_comparisons(mock
     server = mock_server_factory("--ttfb-ms", "20", "--drift-above", "4")
     port = str(free_port())  # not Locust's default 5557, where another run's workers may be calling
     dist = ("--processes", "2", "--master-bind-port", port, "--master-port", port)
-    sweep = ("--sweep-users", "2,8", "--sweep-step-time", "4", "--check-min-cosine", "0.99")
+    # Each worker's references are taken before its users start, within the first step: on a busy CI machine
+    # they once took most of a 4 s step, whose few requests then carried none. Fewer references, a longer step.
+    sweep = ("--sweep-users", "2,8", "--sweep-step-time", "6", "--check-min-cosine", "0.99")
+    sweep += ("--consistency-inputs", "4")
     result, document = _run(server.url, tmp_path, "locustfiles/embeddings.py", 8, *sweep, *dist, run_time="30s", code=3)
     assert document["run"]["runner"] == "master"
     low, high = (s["consistency"][TOTAL] for s in document["sweep"]["steps"])

@@ -17,6 +17,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from poolbench_locust import htmltables
+from poolbench_locust.final_reports.master_quit import FINAL_REPORT_GRACE_S
 from poolbench_locust.json_sections import HISTORY_JSON, JsonSection, ResultEvents
 from poolbench_locust.locust_options import locust_options
 from poolbench_locust.locust_pages import (
@@ -42,7 +43,6 @@ console = logging.getLogger("locust.stats_logger")  # where Locust prints its ow
 STATS_REPORT_KEY = "poolbench"
 STOP_MESSAGE = "poolbench_stop"
 FINAL_MESSAGE = "poolbench_final_report"
-FINAL_REPORT_GRACE_S = 10.0
 TAB_KEY = "pooling"
 
 
