@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import select
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import locust  # noqa: F401  (gevent-patches the stdlib, as it must be before re
 import pytest
 import requests
 
+from devsupport.ports import free_port
 from devsupport.subprocesses import stop
 from tests.support import zygote
 
@@ -145,9 +145,7 @@ def _master_port_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     worker waits a minute for a master that is gone) joins whichever master binds it next: a run then
     counts a stranger's requests, or a master that stops at start waits on it. Every test's masters
     and --processes workers get a free port of their own (a port given on the command line wins)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = str(free_port())
     monkeypatch.setenv("LOCUST_MASTER_BIND_PORT", port)
     monkeypatch.setenv("LOCUST_MASTER_NODE_PORT", port)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import socket
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 import requests
 from locust.env import Environment
 
+from devsupport.ports import free_port
 from poolbench_locust.metrics import shipping
 from poolbench_locust.metrics.collector import PoolingStats
 from tests.support import zygote
@@ -44,9 +44,7 @@ def served_count(url: str) -> int:
 
 def test_an_implausible_usage_in_one_answer_of_500_keeps_the_master_s_counts_whole(tmp_path):
     prefix = tmp_path / "dist"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     with served("implausible_usage") as url:
         workers = [
             zygote.popen(
