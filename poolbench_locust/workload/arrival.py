@@ -123,6 +123,16 @@ class OpenLoop:
     def resume(self) -> None:
         self._going.set()
 
+    def end(self) -> None:
+        """The run stops: no arrival falls due any more, the ones due and not taken are dropped, and every user
+        waiting for one gets None (and stops) now. Locust lets a user in its task finish within the stop
+        timeout (--request-timeout here, stop_timeout.py): a user waiting on a paused schedule (a capacity
+        search that ended on a failed probe) held the run's end, and a web UI's Ctrl+C, that long (60 s)."""
+        if self._dispatcher is not None:
+            self._dispatcher.kill(block=False)  # dead and successful: next_arrival starts no other
+        self.drop_due()
+        self._due.put(None)
+
     def _share(self, environment: Any) -> float:
         runner = environment.runner
         total = self.total_users or locust_options(environment).num_users
@@ -261,6 +271,10 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     open_loop_of(environment).reset(seed=settings_of(environment).seed * 1000 + worker)
 
 
+def _on_test_stopping(environment: Any, **_: Any) -> None:
+    open_loop_of(environment).end()  # before Locust stops the users: the waiting ones stop at once
+
+
 def _on_test_stop(environment: Any, **_: Any) -> None:
     open_loop = open_loop_of(environment)
     open_loop.rate_override = None
@@ -270,4 +284,5 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 def setup(events: Events) -> None:
     events.init.add_listener(_on_init)
     events.test_start.add_listener(_on_test_start)
+    events.test_stopping.add_listener(_on_test_stopping)
     events.test_stop.add_listener(_on_test_stop)
