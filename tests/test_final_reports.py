@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 
 import gevent
 import pytest
 from locust.env import Environment
-from locust.runners import WorkerNode
+from locust.runners import MasterRunner, WorkerNode
 
 from poolbench_locust.final_reports import master_quit
 from tests.support.locust_run import LOAD, run_locust
@@ -37,40 +38,45 @@ def test_a_worker_slow_to_answer_the_quit_is_counted_whole(mock_server, tmp_path
     assert int(result.csv("pooling")["Aggregated"]["Request Count"]) == served
 
 
-def test_a_worker_that_never_reports_holds_the_quit_no_longer_than_its_bound(monkeypatch, caplog):
-    """A worker that hears the quit and never answers (not yet missing: its heartbeats were on time)."""
-    monkeypatch.setattr(master_quit, "FINAL_REPORT_GRACE_S", 0.3)
-    environment = Environment(user_classes=[], stop_timeout=0.2)
-    runner = environment.create_master_runner("127.0.0.1", 0)
-    try:
-        runner.clients["silent"] = WorkerNode("silent")
-        locust_quits: list[float] = []
-        quit = master_quit.quit_after_final_reports(runner, lambda: locust_quits.append(time.monotonic()))
-        started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="poolbench_locust"):
-            quit()
-        waited = locust_quits[0] - started
-        assert 0.5 <= waited < 0.5 + 1.0, "the stop timeout and the grace, then Locust's quit"
-        [warning] = [r.getMessage() for r in caplog.records if "final report" in r.getMessage()]
-        assert warning.startswith("1 worker(s) sent no final report within 0.5 s"), warning
-    finally:
+@pytest.fixture
+def master() -> Iterator[Callable[[float], MasterRunner]]:
+    """A master runner in this process (no worker connects; a test puts the ones it needs in its list)."""
+    made: list[MasterRunner] = []
+
+    def make(stop_timeout: float) -> MasterRunner:
+        made.append(Environment(user_classes=[], stop_timeout=stop_timeout).create_master_runner("127.0.0.1", 0))
+        return made[-1]
+
+    yield make
+    for runner in made:
         runner.greenlet.kill(block=True)
         runner.server.close()
+
+
+def test_a_worker_that_never_reports_holds_the_quit_no_longer_than_its_bound(master, monkeypatch, caplog):
+    """A worker that hears the quit and never answers (not yet missing: its heartbeats were on time)."""
+    monkeypatch.setattr(master_quit, "FINAL_REPORT_GRACE_S", 0.3)
+    runner = master(0.2)
+    runner.clients["silent"] = WorkerNode("silent")
+    locust_quits: list[float] = []
+    quit = master_quit.quit_after_final_reports(runner, lambda: locust_quits.append(time.monotonic()))
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="poolbench_locust"):
+        quit()
+    waited = locust_quits[0] - started
+    assert 0.5 <= waited < 0.5 + 1.0, "the stop timeout and the grace, then Locust's quit"
+    [warning] = [r.getMessage() for r in caplog.records if "final report" in r.getMessage()]
+    assert warning.startswith("1 worker(s) sent no final report within 0.5 s"), warning
 
 
 @pytest.mark.parametrize("state", ["missing", "gone"])
-def test_no_wait_for_a_worker_that_cannot_answer(state):
-    environment = Environment(user_classes=[], stop_timeout=5)
-    runner = environment.create_master_runner("127.0.0.1", 0)
-    try:
-        if state == "missing":
-            runner.clients["dead"] = WorkerNode("dead")
-            runner.clients["dead"].state = "missing"
-        called: list[bool] = []
-        started = time.monotonic()
-        gevent.spawn(master_quit.quit_after_final_reports(runner, lambda: called.append(True))).join(timeout=10)
-        assert called == [True]
-        assert time.monotonic() - started < 1.0
-    finally:
-        runner.greenlet.kill(block=True)
-        runner.server.close()
+def test_no_wait_for_a_worker_that_cannot_answer(master, state):
+    runner = master(5.0)
+    if state == "missing":
+        runner.clients["dead"] = WorkerNode("dead")
+        runner.clients["dead"].state = "missing"
+    called: list[bool] = []
+    started = time.monotonic()
+    gevent.spawn(master_quit.quit_after_final_reports(runner, lambda: called.append(True))).join(timeout=10)
+    assert called == [True]
+    assert time.monotonic() - started < 1.0
