@@ -23,17 +23,19 @@ def test_a_port_is_below_the_kernels_range_and_free():
         s.bind(("127.0.0.1", port))  # nobody holds it
 
 
-def test_processes_alive_together_never_get_the_same_port():
-    """Three processes at once, each past its first block: no port twice, none of this process's."""
-    mine = {ports.free_port() for _ in range(5)}
+def test_processes_never_get_the_same_port_together_or_one_after_another():
+    """Three processes at once, and this one before and after: no port twice. A process that starts later does
+    not start over (a worker left behind by an earlier run would join a master given its old port)."""
+    before = {ports.free_port() for _ in range(5)}
     takers = [
         subprocess.Popen([sys.executable, "-c", TAKE], cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(3)
     ]
     given = [set(map(int, p.stdout.readline().split())) for p in takers if p.stdout is not None]
     for p in takers:
         p.wait(timeout=30)
-    assert [len(g) for g in given] == [150] * 3
-    everyone = [mine, *given]
+    after = {ports.free_port() for _ in range(5)}
+    everyone = [before, *given, after]
+    assert [len(g) for g in everyone] == [5, 150, 150, 150, 5]
     assert sum(map(len, everyone)) == len(set().union(*everyone))
 
 
