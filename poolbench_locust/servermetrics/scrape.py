@@ -86,6 +86,8 @@ class Scraper:
         self.on_scrape = on_scrape
         self.users = users
         self.peak_users = 0
+        self.rebased = False
+        """Counting from a rebase (the warm-up's end, a reset): the requests in flight then are the server's alone."""
         self._warned: set[str] = set()
         self._greenlet: gevent.Greenlet[..., Any] | None = None
         self.finished = False
@@ -113,6 +115,7 @@ class Scraper:
 
     def rebase(self) -> None:
         """Count from a scrape taken now: the client's stats were just reset."""
+        self.rebased = True
         for view in list(self.views):
             self.scrape(view, first=not view.scrapes)
             view.rebase()

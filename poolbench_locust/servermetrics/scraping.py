@@ -109,9 +109,17 @@ def client_side(environment: Environment, state: Scraping, side: str | None = No
         sequences=sum(e.sequences for e in picked) + sent.sequences,
         input_tokens=sum(e.input_tokens for e in picked) + sent.input_tokens,
         e2e_mean_ms=e2e_mean,
-        # each user has one request in flight at most, to one host or (--ab-paired) to both
-        in_flight=state.scraper.peak_users if state.scraper is not None else 0,
+        # each user has one request in flight at most, to one host or (--ab-paired) to both, at each end of the
+        # counted span the server's count may hold and the client's not: at the stop (Locust's stop race: a
+        # request sent as the stop lands), and after a rebase at its start (begun before, counted by no client)
+        in_flight=_in_flight(state.scraper),
     )
+
+
+def _in_flight(scraper: Scraper | None) -> int:
+    if scraper is None:
+        return 0
+    return scraper.peak_users * (2 if scraper.rebased else 1)
 
 
 _SCRAPING: Slot[Scraping] = Slot("server_metrics")
