@@ -191,14 +191,17 @@ def _install_web_ui(environment: Environment, web_ui: Any) -> None:
         {"key": t.key, "structure": [{"key": column_key(title), "title": title} for title in t.header]} for t in tabs
     ]
     args["extended_csv_files"] = [{"href": t.csv[0], "title": t.csv[1]} for t in tabs if t.csv is not None]
+    keys = {t.key for t in tabs}
 
     @web_ui.app.after_request
     def extend(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.is_json:
+            # Locust memoizes /stats/requests for 2 s and hands back the same Response, already extended
+            # by the last call: our tabs' entries are replaced, never added again (two entries for one tab,
+            # the first stale, were the page's).
             data = response.get_json()
-            data.setdefault("extended_stats", []).extend(
-                {"key": t.key, "data": web_rows(t.rows(), t.name_column)} for t in tabs
-            )
+            others = [e for e in data.get("extended_stats", []) if e.get("key") not in keys]
+            data["extended_stats"] = others + [{"key": t.key, "data": web_rows(t.rows(), t.name_column)} for t in tabs]
             response.set_data(jsonify(data).get_data())
         elif (
             request.path.endswith("/stats/report")
