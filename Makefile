@@ -45,8 +45,8 @@ docs: $(STAMP)
 # length or a server, so on 2 cores six overlap; eight kept both cores busy and made timed waits fail), then the
 # `timing` tests, which measure the machine's time or rates, on the machine the rest has left: two at a time (each
 # uses a tenth of a core or so, waiting on its run's length), then the capacity searches (`searches`, as light),
-# SEARCH_WORKERS at a time (handed out in turn, --dist load: the long ones start first, each on its own worker),
-# then those marked `alone`, one at a time (a search that drives the client to its limit, the client's clock
+# SEARCH_WORKERS at a time (--dist load, in the order tests/conftest.py gives them: the longest first, each beside
+# a short one), then those marked `alone`, one at a time (a search that drives the client to its limit, the client's clock
 # against the server's to a tenth of a percent, a trace's schedule to 20 ms). Beside the searches, the pairs
 # missed: a CI run's warm-up with two workers sent 77 of its 120 requests, and in three runs here two searches
 # failed; one group of both five at a time, a killed worker's count went wrong once in two runs.

@@ -62,6 +62,24 @@ STOP_TIMEOUT_S = 5.0
 PREFIX = "poolbench-mock listening on "
 
 
+@pytest.hookimpl(trylast=True)  # after -m has deselected
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test`'s capacity searches (marked `searches`, each with about how long it runs: seconds=N) in the
+    order that spreads them over its four xdist workers: --dist load first hands each worker two tests in a row,
+    then one more to each as its first ends, so the longest go first, each beside one of the shortest. In
+    collection order, the two longest met on one worker: 175 s where the group needs 117. Only a selection of
+    searches alone is reordered (a whole run keeps each module's tests together for its fixtures)."""
+    if len(items) < 2 or not all(item.get_closest_marker("searches") for item in items):
+        return
+
+    def seconds(item: pytest.Item) -> float:
+        return -float(item.get_closest_marker("searches").kwargs.get("seconds", 0))  # type: ignore[union-attr]
+
+    longest = sorted(items, key=seconds)
+    # the longest, the shortest, the second longest, the second shortest...
+    items[:] = [longest[i // 2] if i % 2 == 0 else longest[-1 - i // 2] for i in range(len(longest))]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In a pytest-xdist worker, its queue of tests waits on OS locks, not gevent's. Locust's import above
     gevent-patches threading, so xdist's queue (made after this conftest is imported) waits on a gevent Event that

@@ -171,7 +171,7 @@ def search_run(url: str, tmp_path, *args: str, timeout: float = 150):
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=53)
 def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_path):
     """16 slots x 100 ms serve 160/s; with Poisson arrivals 95 % finish within 150 ms up to about 136.9/s.
 
@@ -227,7 +227,7 @@ def test_against_a_server_of_four_slots_the_search_finds_its_m_d_n_capacity(tmp_
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=26)
 def test_after_a_probe_that_overloaded_the_server_the_next_starts_from_an_empty_queue(tmp_path):
     """4 slots x 40 ms (100/s): the probe at 120/s leaves about 60 requests queued at the server; the next, at 90/s,
     meets 300 ms for 99.8 % of requests in the steady state. Had its arrivals joined that queue, it would drain at
@@ -246,7 +246,7 @@ def test_after_a_probe_that_overloaded_the_server_the_next_starts_from_an_empty_
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=68)
 def test_with_two_worker_processes_the_master_drives_the_probes_to_the_same_answer(tmp_path):
     """The same server, the search driven by a master over 2 worker processes (each takes half the rate)."""
     computed = md_n_attainment_rate(SLOTS, SERVICE_MS, SLO_MS, ATTAINMENT)
@@ -341,7 +341,7 @@ def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=107)
 @pytest.mark.timeout(450)
 def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     """--repeat 5 --find-capacity: five independent searches of the 16 x 100 ms server; the run's 95 % interval is

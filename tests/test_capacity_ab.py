@@ -28,7 +28,7 @@ A_SLOTS, B_SLOTS = 4, 2
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=66)
 def test_each_host_gets_its_own_capacity_from_interleaved_probes(tmp_path):
     """A: 4 slots x 50 ms (95 % within 150 ms up to about 67/s); B: 2 slots x 50 ms (about 28/s). Probes of 3 s
     and a 10 % precision keep it short; times of tens of ms and 95 %, not 99 %: a shared machine's scheduling

@@ -174,7 +174,7 @@ def test_the_warning_of_a_process_short_of_slots_sizes_the_users_and_of_a_busy_o
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=10)
 def test_against_a_20_ms_server_with_8_users_the_search_says_raise_the_users(mock_server_factory, tmp_path):
     """8 users x 20 ms carry at most 400/s: the probe at 250/s passes, the one at 500/s falls behind with the
     client's CPU far from busy. The answer, the warning and the JSON result name the users and size them by

@@ -76,7 +76,7 @@ def test_each_probe_of_a_search_carries_the_gpus_energy_over_its_own_window(tmp_
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=16)
 def test_with_two_worker_processes_the_master_reads_each_probes_energy(tmp_path):
     """The master scrapes and drives the probes. (Its first scrape, at test_start, once let Locust's second
     reset_time kill the search's driver as it began: the search ended with no probe.)"""

@@ -36,7 +36,7 @@ def capacity_state(ui: WebUI) -> dict[str, Any]:
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=18)
 def test_the_capacity_tab_shows_each_probe_as_it_ends_then_the_answer_as_the_csv_and_json_have_them(tmp_path):
     prefix, result, report = tmp_path / "cap", tmp_path / "cap.json", tmp_path / "report.html"
     env = {"SLOTS_N": "4", "SLOTS_SERVICE_MS": "20"}
@@ -105,7 +105,7 @@ def form(**values: str) -> dict[str, str]:
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=20)
 def test_the_web_form_starts_a_search_and_a_later_run_without_it_is_a_plain_run(tmp_path):
     """Launched without --find-capacity: the form's tick makes the run a search (its options from the form),
     which ends by itself; the next run, unticked, is an ordinary run that goes on until stopped."""

@@ -154,7 +154,7 @@ def test_a_rerank_whose_order_flips_under_load_fails_the_top1_gate_at_that_load(
 
 
 @pytest.mark.timing
-@pytest.mark.searches
+@pytest.mark.searches(seconds=22)
 def test_find_capacity_with_a_cosine_term_answers_below_the_load_where_drift_begins(mock_server_factory, tmp_path):
     """50 ms an answer, drift above 4 in flight: 10 requests/s hold one in flight at a time, about; the
     search doubles from there until a probe's answers drift, then bisects below it."""
