@@ -43,19 +43,19 @@ docs: $(STAMP)
 # The whole suite in four parts (tests/README.md, "Where the time goes"): every test but those marked `timing` on
 # TEST_WORKERS processes at once (pytest-xdist, each idle worker taking the next test: most tests wait on a run's
 # length or a server, so on 2 cores six overlap; eight kept both cores busy and made timed waits fail), then the
-# `timing` tests, which measure the machine's time or rates, on the machine the rest has left: two at a time (each
-# uses a tenth of a core or so, waiting on its run's length), then the capacity searches (`searches`, as light),
-# SEARCH_WORKERS at a time (--dist load, in the order tests/conftest.py gives them: the longest first, each beside
-# a short one), then those marked `alone`, one at a time (a search that drives the client to its limit, the client's clock
-# against the server's to a tenth of a percent, a trace's schedule to 20 ms). Beside the searches, the pairs
-# missed: a CI run's warm-up with two workers sent 77 of its 120 requests, and in three runs here two searches
-# failed; one group of both five at a time, a killed worker's count went wrong once in two runs.
+# `timing` tests, which measure the machine's time or rates, on the machine the rest has left: four at a time (each
+# uses a tenth of a core or so, waiting on its run's length; two at a time took 130 s, four 85 s), then the capacity
+# searches (`searches`, as light), SEARCH_WORKERS at a time (--dist load, in the order tests/conftest.py gives them:
+# the longest first, each beside a short one), then those marked `alone`, one at a time (a search that drives the
+# client to its limit, the client's clock against the server's to a tenth of a percent, a trace's schedule to 20 ms).
+# Beside the searches, the other timing tests missed: a CI run's warm-up with two workers sent 77 of its 120
+# requests, and in three runs here two searches failed.
 # Each part runs whatever the others' outcome; the target fails if any did. `make test` and `make test-floor` run
 # the same tests. Each pytest process rewrites every test module's asserts as it collects (10 s of CPU for the
 # suite): the rewritten modules are cached in __pycache__, so PYTHONDONTWRITEBYTECODE (set on some machines) would
 # have every worker of every part pay it again.
 TEST_WORKERS ?= 6
-TIMING_WORKERS ?= 2
+TIMING_WORKERS ?= 4
 SEARCH_WORKERS ?= 4
 define run_suite
 	status=0; unset PYTHONDONTWRITEBYTECODE; \
