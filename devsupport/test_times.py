@@ -44,7 +44,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     if not folder:
         return
-    record = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall0, 3), "cpu_s": round(_cpu_s() - cpu0, 3)}
+    record = {
+        "test": item.nodeid,
+        "wall_s": round(time.monotonic() - wall0, 3),
+        "cpu_s": round(_cpu_s() - cpu0, 3),
+        "ended": round(time.time(), 3),  # when, across workers: which tests a part's last seconds waited on
+    }
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(record) + "\n")
