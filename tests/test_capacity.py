@@ -290,12 +290,14 @@ def test_against_a_server_far_faster_than_the_client_no_capacity_is_claimed(tmp_
 
 
 def test_the_run_time_caps_a_search_and_the_answer_says_it_was_cut_short(tmp_path):
-    """Locust starts -t's timer only once a load shape has ended: the search keeps it itself."""
+    """Locust starts -t's timer only once a load shape has ended: the search keeps it itself. Its probes (10 to
+    80 requests/s against 160) pass whatever the machine's load: an objective of 1 s, not the module's 150 ms (with
+    the parallel part beside it, a 100 ms server's p99 reached 193 ms and the first probe failed)."""
     with slots_server(SLOTS, SERVICE_MS) as url:
         done, rows, doc = search_run(
             url,
             tmp_path,
-            *("--slo", SLO, "--capacity-start-rate", "10", "--sweep-step-time", "1"),
+            *("--slo", "e2e_ms=1000", "--capacity-start-rate", "10", "--sweep-step-time", "1"),
             *("--server-metrics", "off", "-t", "5s"),
         )
     assert done.returncode == 0, done.stderr[-3000:]
