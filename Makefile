@@ -43,8 +43,9 @@ docs: $(STAMP)
 # The whole suite in four parts (tests/README.md, "Where the time goes"): every test but those marked `timing` on
 # TEST_WORKERS processes at once (pytest-xdist, each idle worker taking the next test: most tests wait on a run's
 # length or a server, so on 2 cores six overlap; eight kept both cores busy and made timed waits fail), then the
-# `timing` tests, which measure the machine's time or rates, on the machine the rest has left: four at a time (each
-# uses a tenth of a core or so, waiting on its run's length; two at a time took 130 s, four 85 s), then the capacity
+# `timing` tests, which measure the machine's time or rates, on the machine the rest has left: two at a time (each
+# uses a tenth of a core or so, waiting on its run's length; four at a time took 85 s, not 130, but in a CI's floor
+# run a warm-up with two workers sent 68 of its 120 requests), then the capacity
 # searches (`searches`, as light), SEARCH_WORKERS at a time (--dist load, in the order tests/conftest.py gives them:
 # the longest first, each beside a short one), then those marked `alone`, one at a time (a search that drives the
 # client to its limit, the client's clock against the server's to a tenth of a percent, a trace's schedule to 20 ms).
@@ -55,7 +56,7 @@ docs: $(STAMP)
 # suite): the rewritten modules are cached in __pycache__, so PYTHONDONTWRITEBYTECODE (set on some machines) would
 # have every worker of every part pay it again.
 TEST_WORKERS ?= 6
-TIMING_WORKERS ?= 4
+TIMING_WORKERS ?= 2
 SEARCH_WORKERS ?= 4
 define run_suite
 	status=0; unset PYTHONDONTWRITEBYTECODE; \
