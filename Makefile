@@ -49,6 +49,9 @@ docs: $(STAMP)
 # searches (`searches`, as light), SEARCH_WORKERS at a time (--dist load, in the order tests/conftest.py gives them:
 # the longest first, each beside a short one), then those marked `alone`, one at a time (a search that drives the
 # client to its limit, the client's clock against the server's to a tenth of a percent, a trace's schedule to 20 ms).
+# The longest search (`beside_pairs`: five searches, 107 s, a tenth of a core) runs beside the timing pairs, in a
+# pytest of its own (its output printed after theirs): with the other searches it was their part's length (121 s
+# where the rest need 70); beside the pairs, whose part is as long, it costs nothing.
 # Beside the searches, the other timing tests missed: a CI run's warm-up with two workers sent 77 of its 120
 # requests, and in three runs here two searches failed.
 # Each part runs whatever the others' outcome; the target fails if any did. `make test` and `make test-floor` run
@@ -61,8 +64,11 @@ SEARCH_WORKERS ?= 4
 define run_suite
 	status=0; unset PYTHONDONTWRITEBYTECODE; \
 	$(1) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'not real and not timing' || status=1; \
+	beside=$$(mktemp); \
+	$(1) -m pytest -q -p no:xdist -m 'beside_pairs and not real' >"$$beside" 2>&1 & beside_pid=$$!; \
 	$(1) -m pytest -q -n $(TIMING_WORKERS) --dist worksteal -m 'timing and not alone and not searches and not real' || status=1; \
-	$(1) -m pytest -q -n $(SEARCH_WORKERS) --dist load -m 'timing and searches and not real' || status=1; \
+	wait $$beside_pid || status=1; cat "$$beside"; rm -f "$$beside"; \
+	$(1) -m pytest -q -n $(SEARCH_WORKERS) --dist load -m 'timing and searches and not beside_pairs and not real' || status=1; \
 	$(1) -m pytest -q -p no:xdist -m 'timing and alone and not real' || status=1; \
 	exit $$status
 endef

@@ -344,6 +344,7 @@ def test_a_repeated_search_stops_at_the_first_client_limit_and_claims_nothing():
 
 @pytest.mark.timing
 @pytest.mark.searches(seconds=107)
+@pytest.mark.beside_pairs
 @pytest.mark.timeout(450)
 def test_five_searches_give_an_interval_that_holds_the_m_d_n_capacity(tmp_path):
     """--repeat 5 --find-capacity: five independent searches of the 16 x 100 ms server; the run's 95 % interval is
