@@ -21,7 +21,11 @@ from tests.support.locust_run import LOAD, ROOT, locust_argv, run_locust
 from tests.support.pooling_csv import assert_pooling_csv_matches
 
 
-def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, tmp_path):
+def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server_factory, tmp_path):
+    """Locust deals the two classes' users to the two workers in turn, so each worker runs one class: the mock
+    answers in 100 ms, so that the 60 requests take 2 s, a worker that started late still sends (at the mock's
+    speed, a floor run's rerank worker ended all 50 before the embeddings worker sent one)."""
+    mock_server = mock_server_factory("--ttfb-ms", "100")
     prefix = tmp_path / "dist"
     port = str(free_port())
     workers = [
@@ -40,7 +44,7 @@ def test_master_and_two_workers_count_exactly_what_the_mock_served(mock_server, 
             *("--master", "--master-bind-port", port, "--expect-workers", "2", "--stop-timeout", "5"),
             host=mock_server.url,
             users=6,
-            requests=50,
+            requests=60,
             csv=prefix,
             timeout=90,
         )
